@@ -1,0 +1,37 @@
+"""The graph abstraction (seed "The Design of Amanda", section Graph Abstraction)."""
+
+from .compare import values_equal
+from .graph import (
+    CONTROL,
+    ControlEdge,
+    Edge,
+    Graph,
+    GraphInput,
+    GraphOutput,
+    InputPort,
+    Op,
+    OutputPort,
+    Port,
+    PortList,
+    default_op_name,
+)
+from .tensor import Tensor, as_array, is_tensor
+
+__all__ = [
+    "CONTROL",
+    "ControlEdge",
+    "Edge",
+    "Graph",
+    "GraphInput",
+    "GraphOutput",
+    "InputPort",
+    "Op",
+    "OutputPort",
+    "Port",
+    "PortList",
+    "Tensor",
+    "as_array",
+    "default_op_name",
+    "is_tensor",
+    "values_equal",
+]

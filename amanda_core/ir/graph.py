@@ -1,0 +1,1007 @@
+"""The graph abstraction: ops, named ports, edges, control edges, subgraphs.
+
+A graph prints like this (``print(graph)``)::
+
+    graph namespace=amanda/pytorch/1.4.0 (in0: Float(1, 784)) -> (out0)
+      param: prim::Param() -> (out0: Float(100, 784))
+      t: aten::t(in0=param.out0) -> (out0: Float(784, 100))
+      matmul: aten::matmul(in0=graph.in0, in1=t.out0) -> (out0: Float(1, 100))
+      relu: aten::relu(in0=matmul.out0) -> (out0: Float(1, 100))
+      return out0=relu.out0
+
+Invariants, kept by every mutating method:
+
+* Op names are unique within a graph; port names are unique within the input
+  ports (and within the output ports) of one op or graph.
+* An input port is fed by at most one data edge (:attr:`InputPort.source`);
+  an output port feeds any number (:attr:`OutputPort.consumers`).  Both ends
+  of an edge are kept in step, so producer and consumers are O(1) look-ups.
+* Both ends of an edge belong to the same graph.  A graph's own input ports
+  *produce* values inside it and its output ports *consume* them, so they are
+  :class:`GraphInput` (an :class:`OutputPort`) and :class:`GraphOutput` (an
+  :class:`InputPort`).
+* Control edges (``a.^control -> b.^control``) run between ops of one graph
+  and are stored apart from data edges.
+* An op may contain a graph (:attr:`Op.body`).  The body's input and output
+  ports carry the same names as the op's, and are kept in step with them.
+* Iteration is deterministic: ops in insertion order, ports in declaration
+  order, consumers in connection order.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CONTROL",
+    "Port",
+    "InputPort",
+    "OutputPort",
+    "GraphInput",
+    "GraphOutput",
+    "PortList",
+    "Edge",
+    "ControlEdge",
+    "Op",
+    "Graph",
+    "default_op_name",
+]
+
+import re
+from typing import Any, Generic, Iterable, Iterator, Mapping, NamedTuple, TypeVar, overload
+
+from ..errors import GraphCycleError, GraphError
+
+CONTROL = "^control"
+"""Name of the built-in control port every op has (``op.^control``)."""
+
+_NAME_TAIL = re.compile(r"[^A-Za-z0-9_]+")
+
+
+def default_op_name(op_type: str | None) -> str:
+    """The base of an automatic op name: ``aten::t`` -> ``t``, ``prim::Param`` -> ``param``."""
+    if not op_type:
+        return "op"
+    base = op_type.rsplit("::", 1)[-1].rsplit("/", 1)[-1].rsplit(".", 1)[-1]
+    base = _NAME_TAIL.sub("_", base).strip("_").lower()
+    return base or "op"
+
+
+# --------------------------------------------------------------------------- ports
+
+
+class Port:
+    """A named slot of an op or graph through which a value flows."""
+
+    __slots__ = ("_name", "dtype", "_owner")
+
+    def __init__(self, name: str, dtype: Any = None, owner: Op | Graph | None = None) -> None:
+        self._name = name
+        self.dtype = dtype
+        self._owner = owner
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def owner(self) -> Op | Graph | None:
+        """The op or graph this port belongs to."""
+        return self._owner
+
+    @property
+    def op(self) -> Op | None:
+        """The op this port belongs to, or None for a graph's own port."""
+        return self._owner if isinstance(self._owner, Op) else None
+
+    @property
+    def graph(self) -> Graph | None:
+        """The graph in which this port's edges live."""
+        owner = self._owner
+        if isinstance(owner, Op):
+            return owner._graph
+        return owner
+
+    @property
+    def qualified_name(self) -> str:
+        """``op.port`` for an op's port, ``graph.port`` for a graph's port."""
+        owner = self._owner
+        if isinstance(owner, Op):
+            return f"{owner.name}.{self._name}"
+        if owner is not None and owner._owner is not None:  # a body's port, named after its op
+            return f"{owner._owner.name}.{self._name}"
+        return f"graph.{self._name}"
+
+    def __repr__(self) -> str:
+        dtype = f": {self.dtype}" if self.dtype is not None else ""
+        return f"<{type(self).__name__} {self.qualified_name}{dtype}>"
+
+
+class InputPort(Port):
+    """A port that consumes a value; fed by at most one data edge."""
+
+    __slots__ = ("_source",)
+
+    def __init__(self, name: str, dtype: Any = None, owner: Op | Graph | None = None) -> None:
+        super().__init__(name, dtype, owner)
+        self._source: OutputPort | None = None
+
+    @property
+    def source(self) -> OutputPort | None:
+        """The output port feeding this one, or None."""
+        return self._source
+
+    producer = source
+
+
+class OutputPort(Port):
+    """A port that produces a value; feeds any number of input ports."""
+
+    __slots__ = ("_consumers",)
+
+    def __init__(self, name: str, dtype: Any = None, owner: Op | Graph | None = None) -> None:
+        super().__init__(name, dtype, owner)
+        self._consumers: dict[InputPort, None] = {}
+
+    @property
+    def consumers(self) -> tuple[InputPort, ...]:
+        """The input ports this port feeds, in connection order."""
+        return tuple(self._consumers)
+
+    def has_consumers(self) -> bool:
+        return bool(self._consumers)
+
+
+class GraphInput(OutputPort):
+    """A graph's input port: consumes from outside, *produces* inside the graph."""
+
+    __slots__ = ()
+
+
+class GraphOutput(InputPort):
+    """A graph's output port: produces outside, *consumes* inside the graph."""
+
+    __slots__ = ()
+
+
+P = TypeVar("P", bound=Port)
+
+
+class PortList(Generic[P]):
+    """Ordered ports, addressable by position or by name."""
+
+    __slots__ = ("_ports", "_by_name")
+
+    def __init__(self) -> None:
+        self._ports: list[P] = []
+        self._by_name: dict[str, P] = {}
+
+    def __len__(self) -> int:
+        return len(self._ports)
+
+    def __iter__(self) -> Iterator[P]:
+        return iter(self._ports)
+
+    @overload
+    def __getitem__(self, key: int) -> P: ...
+    @overload
+    def __getitem__(self, key: str) -> P: ...
+    def __getitem__(self, key: int | str) -> P:
+        if isinstance(key, str):
+            try:
+                return self._by_name[key]
+            except KeyError:
+                names = ", ".join(self._by_name) or "none"
+                raise KeyError(f"no port {key!r} (ports: {names})") from None
+        return self._ports[key]
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            return key in self._by_name
+        return isinstance(key, Port) and self._by_name.get(key.name) is key
+
+    def get(self, name: str, default: P | None = None) -> P | None:
+        return self._by_name.get(name, default)
+
+    def names(self) -> list[str]:
+        return [p.name for p in self._ports]
+
+    def index(self, port: P | str) -> int:
+        name = port if isinstance(port, str) else port.name
+        for i, p in enumerate(self._ports):
+            if p.name == name:
+                return i
+        raise KeyError(name)
+
+    def _append(self, port: P, index: int | None = None) -> None:
+        if port.name in self._by_name:
+            raise GraphError(f"duplicate port name {port.name!r}")
+        if index is None:
+            self._ports.append(port)
+        else:
+            self._ports.insert(index, port)
+        self._by_name[port.name] = port
+
+    def _remove(self, port: P) -> None:
+        self._ports.remove(port)
+        del self._by_name[port.name]
+
+    def _rename(self, port: P, new: str) -> None:
+        if new in self._by_name:
+            raise GraphError(f"duplicate port name {new!r}")
+        del self._by_name[port.name]
+        port._name = new
+        self._by_name[new] = port
+
+    def __repr__(self) -> str:
+        return f"PortList({self.names()})"
+
+
+class Edge(NamedTuple):
+    """A data edge from an output port to an input port."""
+
+    src: OutputPort
+    dst: InputPort
+
+    def __str__(self) -> str:
+        return f"{self.src.qualified_name} -> {self.dst.qualified_name}"
+
+
+class ControlEdge(NamedTuple):
+    """A control edge: ``src`` runs before ``dst``."""
+
+    src: Op
+    dst: Op
+
+    def __str__(self) -> str:
+        return f"{self.src.name}.{CONTROL} -> {self.dst.name}.{CONTROL}"
+
+
+# --------------------------------------------------------------------------- op
+
+
+class Op:
+    """A computation that consumes values through input ports and produces values
+    through output ports.  Create ops with :meth:`Graph.add_op`."""
+
+    __slots__ = (
+        "_name",
+        "type",
+        "attrs",
+        "namespace",
+        "_inputs",
+        "_outputs",
+        "_graph",
+        "_body",
+        "_control_in",
+        "_control_out",
+        "provenance",
+        "__weakref__",
+    )
+
+    def __init__(self, name: str, type: str | None = None, attrs: dict[str, Any] | None = None,
+                 namespace: str | None = None) -> None:
+        self._name = name
+        self.type = type
+        self.attrs: dict[str, Any] = dict(attrs) if attrs else {}
+        self.namespace = namespace
+        """Namespace of this op when it differs from its graph's (mid-conversion)."""
+        self._inputs: PortList[InputPort] = PortList()
+        self._outputs: PortList[OutputPort] = PortList()
+        self._graph: Graph | None = None
+        self._body: Graph | None = None
+        self._control_in: dict[Op, None] = {}
+        self._control_out: dict[Op, None] = {}
+        self.provenance: tuple[str, str] | None = None
+        """``(table, rule)`` of the mapping rule that created this op, if any."""
+
+    # -- identity
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def graph(self) -> Graph | None:
+        """The graph this op is in."""
+        return self._graph
+
+    @property
+    def path(self) -> str:
+        """The op's name prefixed by the names of the ops whose bodies contain it."""
+        parts = [self._name]
+        g = self._graph
+        while g is not None and g._owner is not None:
+            parts.append(g._owner._name)
+            g = g._owner._graph
+        return "/".join(reversed(parts)) if len(parts) > 1 else self._name
+
+    @property
+    def effective_namespace(self) -> str | None:
+        """This op's namespace, or else that of the nearest enclosing graph."""
+        if self.namespace is not None:
+            return self.namespace
+        g = self._graph
+        while g is not None:
+            if g.namespace is not None:
+                return g.namespace
+            g = g._owner._graph if g._owner is not None else None
+        return None
+
+    # -- ports
+    @property
+    def input_ports(self) -> PortList[InputPort]:
+        return self._inputs
+
+    @property
+    def output_ports(self) -> PortList[OutputPort]:
+        return self._outputs
+
+    def add_input_port(self, name: str | None = None, dtype: Any = None, *, index: int | None = None) -> InputPort:
+        """Add an input port; an anonymous one is named ``in<position>``."""
+        name = name if name is not None else _free_port_name("in", self._inputs)
+        port = InputPort(name, dtype, self)
+        self._inputs._append(port, index)
+        if self._body is not None:
+            self._body._add_graph_input(name, dtype, index)
+        return port
+
+    def add_output_port(self, name: str | None = None, dtype: Any = None, *, index: int | None = None) -> OutputPort:
+        """Add an output port; an anonymous one is named ``out<position>``."""
+        name = name if name is not None else _free_port_name("out", self._outputs)
+        port = OutputPort(name, dtype, self)
+        self._outputs._append(port, index)
+        if self._body is not None:
+            self._body._add_graph_output(name, dtype, index)
+        return port
+
+    def remove_input_port(self, port: InputPort | str) -> None:
+        """Remove an input port; it must not be fed (disconnect it first)."""
+        p = self._inputs[port] if isinstance(port, str) else port
+        if p._source is not None:
+            raise GraphError(f"input port {p.qualified_name} is fed by {p._source.qualified_name}; disconnect it first")
+        if self._body is not None:
+            self._body.remove_input_port(p.name)
+        self._inputs._remove(p)
+
+    def remove_output_port(self, port: OutputPort | str) -> None:
+        """Remove an output port; it must have no consumers."""
+        p = self._outputs[port] if isinstance(port, str) else port
+        if p._consumers:
+            raise GraphError(f"output port {p.qualified_name} still feeds {_names(p._consumers)}")
+        if self._body is not None:
+            self._body.remove_output_port(p.name)
+        self._outputs._remove(p)
+
+    def rename_input_port(self, port: InputPort | str, new: str) -> None:
+        p = self._inputs[port] if isinstance(port, str) else port
+        if self._body is not None:
+            self._body._inputs._rename(self._body._inputs[p.name], new)
+        self._inputs._rename(p, new)
+
+    def rename_output_port(self, port: OutputPort | str, new: str) -> None:
+        p = self._outputs[port] if isinstance(port, str) else port
+        if self._body is not None:
+            self._body._outputs._rename(self._body._outputs[p.name], new)
+        self._outputs._rename(p, new)
+
+    # -- control
+    @property
+    def control_inputs(self) -> tuple[Op, ...]:
+        """Ops that must run before this one (sources of control edges into it)."""
+        return tuple(self._control_in)
+
+    @property
+    def control_outputs(self) -> tuple[Op, ...]:
+        return tuple(self._control_out)
+
+    # -- neighbourhood
+    def predecessors(self) -> list[Op]:
+        """Ops feeding this one by data edges, in input-port order, without repeats."""
+        seen: dict[Op, None] = {}
+        for p in self._inputs:
+            src = p._source
+            if src is not None and isinstance(src._owner, Op):
+                seen[src._owner] = None
+        return list(seen)
+
+    def successors(self) -> list[Op]:
+        """Ops fed by this one's outputs, in output-port then connection order."""
+        seen: dict[Op, None] = {}
+        for p in self._outputs:
+            for c in p._consumers:
+                if isinstance(c._owner, Op):
+                    seen[c._owner] = None
+        return list(seen)
+
+    def has_consumers(self) -> bool:
+        return any(p._consumers for p in self._outputs)
+
+    # -- body
+    @property
+    def body(self) -> Graph | None:
+        """The graph this op contains, or None."""
+        return self._body
+
+    def set_body(self, body: Graph | None) -> None:
+        """Make ``body`` the graph this op contains.
+
+        A body without boundary ports gets ports mirroring the op's; otherwise
+        its input and output port names must equal the op's.
+        """
+        if body is None:
+            if self._body is not None:
+                self._body._owner = None
+            self._body = None
+            return
+        if body._owner is not None and body._owner is not self:
+            raise GraphError(f"graph is already the body of op {body._owner.name!r}")
+        if not len(body._inputs) and not len(body._outputs):
+            for p in self._inputs:
+                body._add_graph_input(p.name, p.dtype)
+            for q in self._outputs:
+                body._add_graph_output(q.name, q.dtype)
+        elif body._inputs.names() != self._inputs.names() or body._outputs.names() != self._outputs.names():
+            raise GraphError(
+                f"body of op {self._name!r} has ports {body._inputs.names()} -> {body._outputs.names()}, "
+                f"but the op has {self._inputs.names()} -> {self._outputs.names()}"
+            )
+        body._owner = self
+        self._body = body
+
+    def __repr__(self) -> str:
+        return f"<Op {self._name}: {self.type}>"
+
+    def format(self) -> str:
+        """One line: ``name: type(in=src, ...) -> (out: dtype, ...) {attrs}``."""
+        ins = []
+        for p in self._inputs:
+            src = p._source.qualified_name if p._source is not None else "_"
+            ins.append(f"{p.name}={src}")
+        outs = [f"{q.name}: {q.dtype}" if q.dtype is not None else q.name for q in self._outputs]
+        text = f"{self._name}: {self.type}({', '.join(ins)}) -> ({', '.join(outs)})"
+        if self.namespace:
+            text += f" [{self.namespace}]"
+        if self.attrs:
+            text += " {" + ", ".join(f"{k}={_short(v)}" for k, v in self.attrs.items()) + "}"
+        if self._control_in:
+            text += " after " + ", ".join(o._name for o in self._control_in)
+        return text
+
+
+def _short(value: Any) -> str:
+    from .tensor import is_tensor
+
+    if is_tensor(value):
+        return f"tensor<{getattr(value, 'dtype', '?')}{list(value.shape)}>"
+    if isinstance(value, Graph):
+        return f"graph<{len(value)} ops>"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _names(ports: Iterable[Port]) -> str:
+    return ", ".join(p.qualified_name for p in ports)
+
+
+def _free_port_name(prefix: str, ports: PortList[Any]) -> str:
+    i = len(ports)
+    while f"{prefix}{i}" in ports:
+        i += 1
+    return f"{prefix}{i}"
+
+
+# --------------------------------------------------------------------------- graph
+
+
+class Graph:
+    """A computation made of ops and the edges between them."""
+
+    __slots__ = (
+        "_ops",
+        "_inputs",
+        "_outputs",
+        "namespace",
+        "attrs",
+        "_owner",
+        "_version",
+        "_topo",
+        "_counters",
+        "__weakref__",
+    )
+
+    def __init__(self, namespace: str | None = None, attrs: dict[str, Any] | None = None) -> None:
+        self._ops: dict[str, Op] = {}
+        self._inputs: PortList[GraphInput] = PortList()
+        self._outputs: PortList[GraphOutput] = PortList()
+        self.namespace = namespace
+        self.attrs: dict[str, Any] = dict(attrs) if attrs else {}
+        self._owner: Op | None = None
+        self._version = 0
+        self._topo: tuple[int, tuple[Op, ...]] | None = None
+        self._counters: dict[str, int] = {}
+
+    # -- basic queries
+    @property
+    def ops(self) -> Mapping[str, Op]:
+        """Ops by name, in insertion order (a read-only view)."""
+        return _OpsView(self._ops)
+
+    def __iter__(self) -> Iterator[Op]:
+        return iter(list(self._ops.values()))
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def __contains__(self, item: object) -> bool:
+        if isinstance(item, str):
+            return item in self._ops
+        return isinstance(item, Op) and item._graph is self
+
+    def get_op(self, name: str) -> Op:
+        """The op called ``name``; a GraphError naming similar ops if there is none."""
+        try:
+            return self._ops[name]
+        except KeyError:
+            raise GraphError(f"no op named {name!r} in {self._describe()}") from None
+
+    @property
+    def owner(self) -> Op | None:
+        """The op whose body this graph is, or None for a top-level graph."""
+        return self._owner
+
+    @property
+    def input_ports(self) -> PortList[GraphInput]:
+        return self._inputs
+
+    @property
+    def output_ports(self) -> PortList[GraphOutput]:
+        return self._outputs
+
+    def _describe(self) -> str:
+        return f"body of op {self._owner.path!r}" if self._owner is not None else "graph"
+
+    def _touch(self) -> None:
+        self._version += 1
+        self._topo = None
+
+    # -- boundary ports
+    def add_input_port(self, name: str | None = None, dtype: Any = None) -> GraphInput:
+        """Add a graph input port (a producer inside the graph)."""
+        if self._owner is not None:
+            added = self._owner.add_input_port(name, dtype)
+            return self._inputs[added.name]
+        name = name if name is not None else _free_port_name("in", self._inputs)
+        return self._add_graph_input(name, dtype)
+
+    def add_output_port(self, name: str | None = None, dtype: Any = None) -> GraphOutput:
+        """Add a graph output port (a consumer inside the graph)."""
+        if self._owner is not None:
+            added_out = self._owner.add_output_port(name, dtype)
+            return self._outputs[added_out.name]
+        name = name if name is not None else _free_port_name("out", self._outputs)
+        return self._add_graph_output(name, dtype)
+
+    def _add_graph_input(self, name: str, dtype: Any, index: int | None = None) -> GraphInput:
+        port = GraphInput(name, dtype, self)
+        self._inputs._append(port, index)
+        return port
+
+    def _add_graph_output(self, name: str, dtype: Any, index: int | None = None) -> GraphOutput:
+        port = GraphOutput(name, dtype, self)
+        self._outputs._append(port, index)
+        return port
+
+    def remove_input_port(self, port: GraphInput | str) -> None:
+        p = self._inputs[port] if isinstance(port, str) else port
+        if p._consumers:
+            raise GraphError(f"graph input {p.name!r} still feeds {_names(p._consumers)}")
+        self._inputs._remove(p)
+        if self._owner is not None and p.name in self._owner._inputs:
+            op_port = self._owner._inputs[p.name]
+            if op_port._source is not None:
+                raise GraphError(f"input port {op_port.qualified_name} is fed; disconnect it first")
+            self._owner._inputs._remove(op_port)
+
+    def remove_output_port(self, port: GraphOutput | str) -> None:
+        p = self._outputs[port] if isinstance(port, str) else port
+        if p._source is not None:
+            self.disconnect(p)
+        self._outputs._remove(p)
+        if self._owner is not None and p.name in self._owner._outputs:
+            op_port = self._owner._outputs[p.name]
+            if op_port._consumers:
+                raise GraphError(f"output port {op_port.qualified_name} still feeds {_names(op_port._consumers)}")
+            self._owner._outputs._remove(op_port)
+
+    # -- ops
+    def unique_name(self, base: str) -> str:
+        """A name not yet used in this graph: ``base``, else ``base_1``, ``base_2`` ..."""
+        if base not in self._ops:
+            return base
+        n = self._counters.get(base, 0)
+        while True:
+            n += 1
+            candidate = f"{base}_{n}"
+            if candidate not in self._ops:
+                self._counters[base] = n
+                return candidate
+
+    def add_op(
+        self,
+        type: str | None = None,
+        name: str | None = None,
+        *,
+        inputs: Iterable[str | tuple[str, Any]] | int = (),
+        outputs: Iterable[str | tuple[str, Any]] | int = (),
+        attrs: dict[str, Any] | None = None,
+        namespace: str | None = None,
+    ) -> Op:
+        """Create an op in this graph and return it.
+
+        ``inputs``/``outputs`` are port names, ``(name, dtype)`` pairs, or a
+        count of anonymous ports (``in0``, ``in1``, ...).  Without a name the op
+        is named after its type (``aten::t`` -> ``t``, ``t_1``, ...).
+        """
+        if name is None:
+            name = self.unique_name(default_op_name(type))
+        elif name in self._ops:
+            raise GraphError(f"an op named {name!r} already exists in {self._describe()}")
+        op = Op(name, type, attrs, namespace)
+        for spec in range(inputs) if isinstance(inputs, int) else inputs:
+            if isinstance(spec, int):
+                op.add_input_port()
+            elif isinstance(spec, tuple):
+                op.add_input_port(spec[0], spec[1])
+            else:
+                op.add_input_port(spec)
+        for spec in range(outputs) if isinstance(outputs, int) else outputs:
+            if isinstance(spec, int):
+                op.add_output_port()
+            elif isinstance(spec, tuple):
+                op.add_output_port(spec[0], spec[1])
+            else:
+                op.add_output_port(spec)
+        op._graph = self
+        self._ops[name] = op
+        self._touch()
+        return op
+
+    def insert(self, op: Op) -> Op:
+        """Add a detached op (one removed from a graph, or made by ``Op(...)``)."""
+        if op._graph is not None:
+            raise GraphError(f"op {op.name!r} is already in a graph")
+        if op._name in self._ops:
+            raise GraphError(f"an op named {op._name!r} already exists in {self._describe()}")
+        if any(p._source is not None for p in op._inputs) or any(q._consumers for q in op._outputs):
+            raise GraphError(f"op {op.name!r} still has edges; a detached op must have none")
+        op._graph = self
+        self._ops[op._name] = op
+        self._touch()
+        return op
+
+    def rename_op(self, op: Op | str, new: str) -> None:
+        o = self._own(op)
+        if new == o._name:
+            return
+        if new in self._ops:
+            raise GraphError(f"an op named {new!r} already exists in {self._describe()}")
+        # keep insertion order: rebuild the dict around the renamed key
+        self._ops = {(new if k == o._name else k): v for k, v in self._ops.items()}
+        o._name = new
+
+    def remove_op(self, op: Op | str, *, rewire: bool | Mapping[str, OutputPort | None] = False) -> None:
+        """Remove an op and its incoming edges.
+
+        If its outputs still have consumers the call is refused, unless
+        ``rewire`` says where they go: ``True`` feeds the consumers of output
+        *i* from the source of input *i* (a pass-through op); a mapping
+        ``{output name: new source}`` gives each output's replacement (``None``
+        disconnects its consumers).
+        """
+        o = self._own(op)
+        used = [q for q in o._outputs if q._consumers]
+        if used:
+            if rewire is False:
+                consumers = [c for q in used for c in q._consumers]
+                raise GraphError(
+                    f"cannot remove op {o.path!r}: its outputs still feed {_names(consumers)} "
+                    f"(pass rewire= to reconnect them)"
+                )
+            for i, q in enumerate(o._outputs):
+                if not q._consumers:
+                    continue
+                if rewire is True:
+                    if i >= len(o._inputs) or o._inputs[i]._source is None:
+                        raise GraphError(
+                            f"cannot rewire output {q.qualified_name}: op has no fed input port at position {i}"
+                        )
+                    new_src: OutputPort | None = o._inputs[i]._source
+                else:
+                    assert isinstance(rewire, Mapping)
+                    if q.name not in rewire:
+                        raise GraphError(f"rewire gives no replacement for {q.qualified_name}")
+                    new_src = rewire[q.name]
+                if new_src is None:
+                    for c in list(q._consumers):
+                        self.disconnect(c)
+                else:
+                    self.replace_all_uses(q, new_src)
+        for p in o._inputs:
+            if p._source is not None:
+                self.disconnect(p)
+        for other in list(o._control_in):
+            del other._control_out[o]
+        for other in list(o._control_out):
+            del other._control_in[o]
+        o._control_in.clear()
+        o._control_out.clear()
+        del self._ops[o._name]
+        o._graph = None
+        self._touch()
+
+    def _own(self, op: Op | str) -> Op:
+        o = self.get_op(op) if isinstance(op, str) else op
+        if o._graph is not self:
+            raise GraphError(f"op {o.name!r} is not in this {self._describe()}")
+        return o
+
+    # -- edges
+    def _check_endpoint(self, port: Port, role: str) -> None:
+        if port.graph is not self:
+            where = port.graph._describe() if port.graph is not None else "no graph"
+            raise GraphError(f"{role} {port.qualified_name} is in {where}, not in this {self._describe()}")
+
+    def connect(self, src: OutputPort, dst: InputPort, *, replace: bool = False) -> Edge:
+        """Add the data edge ``src -> dst``.
+
+        ``dst`` must not be fed yet unless ``replace`` is true.
+        """
+        if not isinstance(src, OutputPort):
+            raise GraphError(f"edge source {src.qualified_name} is not a producing port")
+        if not isinstance(dst, InputPort):
+            raise GraphError(f"edge target {dst.qualified_name} is not a consuming port")
+        self._check_endpoint(src, "edge source")
+        self._check_endpoint(dst, "edge target")
+        if dst._source is not None:
+            if dst._source is src:
+                return Edge(src, dst)
+            if not replace:
+                raise GraphError(
+                    f"input port {dst.qualified_name} is already fed by {dst._source.qualified_name}"
+                )
+            del dst._source._consumers[dst]
+        dst._source = src
+        src._consumers[dst] = None
+        self._touch()
+        return Edge(src, dst)
+
+    def disconnect(self, dst: InputPort) -> OutputPort | None:
+        """Remove the data edge feeding ``dst``; returns its former source."""
+        self._check_endpoint(dst, "edge target")
+        src = dst._source
+        if src is not None:
+            del src._consumers[dst]
+            dst._source = None
+            self._touch()
+        return src
+
+    def replace_all_uses(self, old: OutputPort, new: OutputPort) -> int:
+        """Feed every consumer of ``old`` from ``new`` instead; returns how many moved."""
+        self._check_endpoint(old, "port")
+        self._check_endpoint(new, "port")
+        if old is new:
+            return 0
+        moved = list(old._consumers)
+        for c in moved:
+            c._source = new
+            new._consumers[c] = None
+        old._consumers.clear()
+        if moved:
+            self._touch()
+        return len(moved)
+
+    def connect_control(self, before: Op, after: Op) -> ControlEdge:
+        """Add the control edge ``before.^control -> after.^control``."""
+        self._own(before)
+        self._own(after)
+        if before is after:
+            raise GraphError(f"control edge from op {before.name!r} to itself")
+        before._control_out[after] = None
+        after._control_in[before] = None
+        self._touch()
+        return ControlEdge(before, after)
+
+    def disconnect_control(self, before: Op, after: Op) -> None:
+        if after not in before._control_out:
+            raise GraphError(f"no control edge {before.name}.{CONTROL} -> {after.name}.{CONTROL}")
+        del before._control_out[after]
+        del after._control_in[before]
+        self._touch()
+
+    def edges(self) -> list[Edge]:
+        """All data edges, ordered by consuming op (insertion order) then port,
+        graph outputs last."""
+        out: list[Edge] = []
+        for op in self._ops.values():
+            for p in op._inputs:
+                if p._source is not None:
+                    out.append(Edge(p._source, p))
+        for g in self._outputs:
+            if g._source is not None:
+                out.append(Edge(g._source, g))
+        return out
+
+    def control_edges(self) -> list[ControlEdge]:
+        return [ControlEdge(src, op) for op in self._ops.values() for src in op._control_in]
+
+    # -- order
+    def topological_order(self) -> tuple[Op, ...]:
+        """Ops ordered so that every op comes after the ops feeding it (by data or
+        control edges).  Cached until the graph changes; an op list already in
+        topological order is returned as inserted.  Raises GraphCycleError."""
+        if self._topo is not None and self._topo[0] == self._version:
+            return self._topo[1]
+        order = self._toposort()
+        self._topo = (self._version, order)
+        return order
+
+    def _toposort(self) -> tuple[Op, ...]:
+        # Iterative depth-first search visiting predecessors first.
+        state: dict[Op, int] = {}  # 1 = on stack, 2 = done
+        order: list[Op] = []
+        for root in self._ops.values():
+            if root in state:
+                continue
+            stack: list[tuple[Op, Iterator[Op]]] = [(root, _preds(root))]
+            state[root] = 1
+            while stack:
+                op, it = stack[-1]
+                for pred in it:
+                    s = state.get(pred)
+                    if s is None:
+                        state[pred] = 1
+                        stack.append((pred, _preds(pred)))
+                        break
+                    if s == 1:
+                        cycle = [o.name for o, _ in stack]
+                        cycle = cycle[cycle.index(pred.name):]
+                        raise GraphCycleError(
+                            f"{self._describe()} has a cycle through ops: {' -> '.join(cycle + [pred.name])}",
+                            cycle,
+                        )
+                else:
+                    stack.pop()
+                    state[op] = 2
+                    order.append(op)
+        return tuple(order)
+
+    # -- checks
+    def verify(self) -> list[str]:
+        """Every structural problem, as messages; empty when the graph is sound.
+
+        Reports dangling edges (an end outside this graph, or ends that
+        disagree), duplicate names, input ports fed twice, ops whose recorded
+        graph is wrong, and data/control cycles; recurses into bodies.
+        """
+        from .verify import verify_graph
+
+        return verify_graph(self)
+
+    def check(self) -> None:
+        """Raise GraphError listing every problem :meth:`verify` finds."""
+        problems = self.verify()
+        if problems:
+            raise GraphError(f"{len(problems)} structural problem(s):\n  " + "\n  ".join(problems))
+
+    # -- subgraphs
+    def make_subgraph(self, ops: Iterable[Op | str], name: str, type: str | None = None,
+                      attrs: dict[str, Any] | None = None) -> Op:
+        """Move ``ops`` into the body of a new op called ``name``.
+
+        Edges entering the set become input ports of the new op (one per
+        distinct source), edges leaving it become output ports (one per
+        distinct inner producer).  Control edges crossing the boundary move to
+        the new op.
+        """
+        from .subgraph import make_subgraph
+
+        return make_subgraph(self, [self._own(o) for o in ops], name, type, attrs)
+
+    def inline(self, op: Op | str) -> list[Op]:
+        """Replace a subgraph op by the ops of its body; returns the moved ops."""
+        from .subgraph import inline
+
+        return inline(self, self._own(op))
+
+    # -- copy, equality, printing
+    def copy(self) -> Graph:
+        """A deep copy: new ops, ports and edges; attribute containers copied,
+        tensors shared."""
+        from .compare import copy_graph
+
+        return copy_graph(self)
+
+    def __copy__(self) -> Graph:
+        return self.copy()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Graph:
+        return self.copy()
+
+    def diff(self, other: Graph) -> list[str]:
+        """Structural differences from ``other`` (empty when equal)."""
+        from .compare import diff_graphs
+
+        return diff_graphs(self, other)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Graph):
+            return NotImplemented
+        return not self.diff(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def format(self, indent: str = "") -> str:
+        ins = ", ".join(f"{p.name}: {p.dtype}" if p.dtype is not None else p.name for p in self._inputs)
+        outs = ", ".join(f"{p.name}: {p.dtype}" if p.dtype is not None else p.name for p in self._outputs)
+        head = "graph"
+        if self.namespace:
+            head += f" namespace={self.namespace}"
+        lines = [f"{indent}{head} ({ins}) -> ({outs})"]
+        if self.attrs:
+            lines.append(f"{indent}  attrs {{" + ", ".join(f"{k}={_short(v)}" for k, v in self.attrs.items()) + "}")
+        for op in self._ops.values():
+            lines.append(f"{indent}  {op.format()}")
+            if op._body is not None:
+                lines.append(op._body.format(indent + "    "))
+        rets = [f"{g.name}={g._source.qualified_name if g._source else '_'}" for g in self._outputs]
+        if rets:
+            lines.append(f"{indent}  return " + ", ".join(rets))
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.format()
+
+    def __repr__(self) -> str:
+        ns = f" {self.namespace}" if self.namespace else ""
+        return f"<Graph{ns}: {len(self._ops)} ops, {len(self._inputs)} inputs, {len(self._outputs)} outputs>"
+
+    def walk(self) -> Iterator[Op]:
+        """Every op of this graph and of all nested bodies, depth first."""
+        for op in list(self._ops.values()):
+            yield op
+            if op._body is not None:
+                yield from op._body.walk()
+            for value in op.attrs.values():
+                if isinstance(value, Graph):
+                    yield from value.walk()
+
+
+def _preds(op: Op) -> Iterator[Op]:
+    for p in op._inputs:
+        src = p._source
+        if src is not None:
+            owner = src._owner
+            if isinstance(owner, Op):
+                yield owner
+    yield from op._control_in
+
+
+class _OpsView(Mapping[str, Op]):
+    __slots__ = ("_d",)
+
+    def __init__(self, d: dict[str, Op]) -> None:
+        self._d = d
+
+    def __getitem__(self, key: str) -> Op:
+        return self._d[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._d)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._d
+
+    def __repr__(self) -> str:
+        return f"ops({list(self._d)})"
+
