@@ -1,0 +1,8 @@
+"""The plugin system: hook specifications, the manager, test helpers."""
+
+from .hookspecs import hookimpl, hookspec
+from .manager import PluginInfo, PluginManager, Registry, get_manager, registry, reset
+from .types import Exporter, Importer
+
+__all__ = ["Exporter", "Importer", "PluginInfo", "PluginManager", "Registry", "get_manager", "hookimpl",
+           "hookspec", "registry", "reset"]

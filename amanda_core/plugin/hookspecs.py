@@ -1,0 +1,57 @@
+"""Hook specifications: what a plugin may register.
+
+A plugin is any object or module with functions marked ``@hookimpl`` whose
+names are the hooks below.  Each hook returns a list of things to register;
+every registered thing says which framework versions it serves.  A
+distribution makes its plugin known through the entry-point group ``amanda``::
+
+    [project.entry-points.amanda]
+    amanda-onnx = "amanda_onnx.plugin"
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+import pluggy
+
+if TYPE_CHECKING:
+    from ..namespace.registry import NamespaceProvider
+    from ..namespace.types import TypeSystem
+    from .types import Exporter, Importer
+
+PROJECT = "amanda"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def amanda_type_systems() -> Sequence[TypeSystem]:
+    """Type systems this plugin defines (``onnx``, ``tf``, ``torch`` ...).
+
+    Namespace schemas name their attribute and port types in these systems.
+    """
+
+
+@hookspec
+def amanda_namespaces() -> Sequence[NamespaceProvider]:
+    """Namespace providers: each serves one family (``amanda/onnx``) and lists
+    the versions it can give a schema for.  Listing must be cheap; schemas are
+    built on demand."""
+
+
+@hookspec
+def amanda_importers() -> Sequence[Importer]:
+    """Importers: read a model file or object into a graph of a namespace."""
+
+
+@hookspec
+def amanda_exporters() -> Sequence[Exporter]:
+    """Exporters: write a graph of a namespace (version range) to a model file."""
+
+
+@hookspec
+def amanda_mapping_tables() -> Sequence[Any]:
+    """Mapping tables from one namespace (version range) to another: table
+    objects, or paths to YAML table files shipped with the plugin.  Tables
+    installed by plugins are trusted to run expressions."""
