@@ -358,7 +358,12 @@ class Op:
         if p._source is not None:
             raise GraphError(f"input port {p.qualified_name} is fed by {p._source.qualified_name}; disconnect it first")
         if self._body is not None:
-            self._body.remove_input_port(p.name)
+            inner = self._body._inputs[p.name]
+            if inner._consumers:
+                raise GraphError(f"input port {p.qualified_name} still feeds {_names(inner._consumers)} "
+                                 "inside the op's body")
+            self._body._inputs._remove(inner)
+            self._body._touch()
         self._inputs._remove(p)
 
     def remove_output_port(self, port: OutputPort | str) -> None:
@@ -367,7 +372,10 @@ class Op:
         if p._consumers:
             raise GraphError(f"output port {p.qualified_name} still feeds {_names(p._consumers)}")
         if self._body is not None:
-            self._body.remove_output_port(p.name)
+            inner_out = self._body._outputs[p.name]
+            if inner_out._source is not None:
+                self._body.disconnect(inner_out)
+            self._body._outputs._remove(inner_out)
         self._outputs._remove(p)
 
     def rename_input_port(self, port: InputPort | str, new: str) -> None:

@@ -57,11 +57,14 @@ class TypeSystem:
         return f"<TypeSystem {self.name}>"
 
 
-def split_type_expr(expr: str, known_systems: Iterable[str], default: str | None) -> tuple[str | None, str]:
-    """``tf.DType`` -> ``("tf", "DType")``; ``List[int]`` -> ``(default, "List[int]")``."""
+def split_type_expr(expr: str, default: str | None) -> tuple[str | None, str]:
+    """``tf.DType`` -> ``("tf", "DType")``; ``List[int]`` -> ``(default, "List[int]")``.
+
+    A leading ``name.`` always names a type system (``typing.`` excepted), so a
+    type of an unregistered system is reported as such rather than misread."""
     head, dot, rest = expr.partition(".")
-    if dot and head in set(known_systems) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", head):
-        return head, rest
+    if dot and head != "typing" and re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", head):
+        return head, rest  # qualified, whether or not that system is registered
     return default, expr
 
 
@@ -228,5 +231,5 @@ class TypeSystemRegistry:
 
     def resolve(self, type_expr: str, default: str | None) -> tuple[TypeSystem | None, str]:
         """The type system a type expression belongs to, and the expression local to it."""
-        system, local = split_type_expr(type_expr, self._systems, default)
+        system, local = split_type_expr(type_expr, default)
         return (self._systems.get(system) if system else None), local
