@@ -54,7 +54,8 @@ def test_port_extensions_optional_and_variadic():
     assert axis.optional and axis.default == 0
     assert x.variadic and x.min_count == 0 and x.doc == "many"
     assert s.input("inputs_0") is inputs
-    assert op_schema_from_dict(schema_to_dict(NamespaceSchema("amanda/x", [s]))["namespace_schema"]["op_schemas"][0]) == s
+    dumped = schema_to_dict(NamespaceSchema("amanda/x", [s]))["namespace_schema"]["op_schemas"][0]
+    assert op_schema_from_dict(dumped) == s
 
 
 def test_long_form_attr_with_allowed_values_round_trips():

@@ -39,25 +39,25 @@ def copy_graph(graph: Graph) -> Graph:
 
 def _copy_into(graph: Graph, new: Graph) -> None:
     if graph._owner is None:
-        for p in graph._inputs:
-            new._add_graph_input(p.name, p.dtype)
-        for q in graph._outputs:
-            new._add_graph_output(q.name, q.dtype)
+        for gi in graph._inputs:
+            new._add_graph_input(gi.name, gi.dtype)
+        for go in graph._outputs:
+            new._add_graph_output(go.name, go.dtype)
     new._counters = dict(graph._counters)
     mapping: dict[int, Any] = {}
-    for p, np_ in zip(graph._inputs, new._inputs):
-        mapping[id(p)] = np_
-    for q, nq in zip(graph._outputs, new._outputs):
-        mapping[id(q)] = nq
+    for gi, ngi in zip(graph._inputs, new._inputs):
+        mapping[id(gi)] = ngi
+    for go, ngo in zip(graph._outputs, new._outputs):
+        mapping[id(go)] = ngo
     ops: dict[Op, Op] = {}
     for op in graph._ops.values():
         o = new.add_op(op.type, op.name, attrs={k: copy_value(v) for k, v in op.attrs.items()},
                        namespace=op.namespace)
         o.provenance = op.provenance
-        for p in op._inputs:
-            mapping[id(p)] = o.add_input_port(p.name, p.dtype)
-        for q in op._outputs:
-            mapping[id(q)] = o.add_output_port(q.name, q.dtype)
+        for ip in op._inputs:
+            mapping[id(ip)] = o.add_input_port(ip.name, ip.dtype)
+        for op_out in op._outputs:
+            mapping[id(op_out)] = o.add_output_port(op_out.name, op_out.dtype)
         ops[op] = o
         if op._body is not None:
             body = Graph(op._body.namespace, {k: copy_value(v) for k, v in op._body.attrs.items()})
@@ -68,14 +68,14 @@ def _copy_into(graph: Graph, new: Graph) -> None:
                 nbq.dtype = bq.dtype
             _copy_into(op._body, body)
     for op, o in ops.items():
-        for p in op._inputs:
-            if p._source is not None:
-                new.connect(mapping[id(p._source)], mapping[id(p)])
+        for ip in op._inputs:
+            if ip._source is not None:
+                new.connect(mapping[id(ip._source)], mapping[id(ip)])
         for other in op._control_in:
             new.connect_control(ops[other], o)
-    for g in graph._outputs:
-        if g._source is not None:
-            new.connect(mapping[id(g._source)], mapping[id(g)])
+    for go in graph._outputs:
+        if go._source is not None:
+            new.connect(mapping[id(go._source)], mapping[id(go)])
 
 
 def values_equal(a: Any, b: Any) -> bool:

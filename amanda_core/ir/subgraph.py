@@ -60,10 +60,10 @@ def make_subgraph(graph: Graph, ops: list[Op], name: str, type: str | None, attr
     ctrl_out = {o for op in ordered for o in op._control_out if o not in members}
 
     # cut boundary edges
-    for s, consumers in in_sources.items():
+    for consumers in in_sources.values():
         for c in consumers:
             graph.disconnect(c)
-    for q, consumers in out_ports.items():
+    for consumers in out_ports.values():
         for c in consumers:
             graph.disconnect(c)
     for op in ordered:
@@ -84,16 +84,16 @@ def make_subgraph(graph: Graph, ops: list[Op], name: str, type: str | None, attr
     body._touch()
     graph._touch()
 
-    for (s, consumers), port, inner in zip(in_sources.items(), fused._inputs, body._inputs):
-        port.dtype = inner.dtype = s.dtype
-        graph.connect(s, port)
+    for (src, consumers), in_port, inner_in in zip(in_sources.items(), fused._inputs, body._inputs):
+        in_port.dtype = inner_in.dtype = src.dtype
+        graph.connect(src, in_port)
         for c in consumers:
-            body.connect(inner, c)
-    for (q, consumers), port, inner in zip(out_ports.items(), fused._outputs, body._outputs):
-        port.dtype = inner.dtype = q.dtype
-        body.connect(q, inner)
+            body.connect(inner_in, c)
+    for (q, consumers), out_port, inner_out in zip(out_ports.items(), fused._outputs, body._outputs):
+        out_port.dtype = inner_out.dtype = q.dtype
+        body.connect(q, inner_out)
         for c in consumers:
-            graph.connect(port, c)
+            graph.connect(out_port, c)
     for o in sorted(ctrl_in, key=lambda x: x.name):
         graph.connect_control(o, fused)
     for o in sorted(ctrl_out, key=lambda x: x.name):
@@ -116,12 +116,12 @@ def inline(graph: Graph, op: Op) -> list[Op]:
     ctrl_out = list(op._control_out)
 
     # cut the body's boundary edges and the op's outer edges
-    for g in body._inputs:
-        for c in list(g._consumers):
+    for bi in body._inputs:
+        for c in list(bi._consumers):
             body.disconnect(c)
-    for g in body._outputs:
-        if g._source is not None:
-            body.disconnect(g)
+    for bo in body._outputs:
+        if bo._source is not None:
+            body.disconnect(bo)
     for q in op._outputs:
         for c in list(q._consumers):
             graph.disconnect(c)

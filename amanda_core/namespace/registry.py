@@ -147,7 +147,7 @@ class NamespaceRegistry:
             return cached
         n = parse_namespace(resolved)
         errors = []
-        for provider, plugin in self._providers[n.family]:
+        for provider, _plugin in self._providers[n.family]:
             if n.version is None or n.version in provider.versions() or any(
                     parse_spec(f"{n.family}/{v}").matches(resolved) for v in provider.versions()):
                 try:

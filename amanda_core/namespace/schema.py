@@ -47,8 +47,8 @@ __all__ = [
 import json
 from typing import Any, Iterator, Mapping
 
-from attrs import evolve, field, frozen
 import yaml
+from attrs import evolve, field, frozen
 
 from ..errors import FormatError, SchemaError
 

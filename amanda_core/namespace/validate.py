@@ -54,7 +54,7 @@ def match_ports(names: Sequence[str], slots: Sequence[PortSchema], positional_pr
     problems: list[str] = []
     kind = "input" if positional_prefix == "in" else "output"
     counts: dict[str, int] = {}
-    for i, name in enumerate(names):
+    for name in names:
         slot = None
         for s in slots:
             if s.accepts_name(name):

@@ -175,7 +175,7 @@ class PluginManager:
 
     def _call(self, hook_name: str) -> list[tuple[str, Sequence[Any]]]:
         """Call a hook on every plugin, keeping which plugin gave what."""
-        out = []
+        out: list[tuple[str, Sequence[Any]]] = []
         for impl in reversed(getattr(self._pm.hook, hook_name).get_hookimpls()):
             try:
                 result = impl.function()

@@ -1,0 +1,155 @@
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from amanda_core import hookimpl
+from amanda_core.errors import PluginError
+from amanda_core.namespace import NamespaceSchema, OpSchema, StaticNamespaces, TypeSystem
+from amanda_core.plugin import PluginManager, get_manager, hookspecs
+from amanda_core.plugin.testing import registered_plugin
+
+
+class ExamplePlugin:
+    @hookimpl
+    def amanda_namespaces(self):
+        return [StaticNamespaces([NamespaceSchema("amanda/example/1.0", [OpSchema("Foo")])])]
+
+    @hookimpl
+    def amanda_type_systems(self):
+        class Example(TypeSystem):
+            name = "example"
+
+        return [Example()]
+
+
+def make_dist(tmp_path, dist, module, body, ep_name=None):
+    """A tiny installed distribution on sys.path exposing an `amanda` entry point."""
+    info = tmp_path / f"{dist.replace('-', '_')}-1.2.3.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.2.3\n")
+    (info / "entry_points.txt").write_text(f"[amanda]\n{ep_name or dist} = {module}\n")
+    (tmp_path / f"{module}.py").write_text(textwrap.dedent(body))
+
+
+GOOD = """
+from amanda_core import hookimpl
+from amanda_core.namespace import NamespaceSchema, OpSchema, StaticNamespaces
+
+@hookimpl
+def amanda_namespaces():
+    return [StaticNamespaces([NamespaceSchema("amanda/fake/2.0", [OpSchema("Bar")])])]
+"""
+
+
+def test_every_hook_is_documented():
+    for name in ("amanda_type_systems", "amanda_namespaces", "amanda_importers", "amanda_exporters",
+                 "amanda_mapping_tables"):
+        spec = getattr(hookspecs, name)
+        assert spec.__doc__ and len(spec.__doc__.split()) > 5, name
+
+
+def test_core_registers_python_type_system():
+    pm = PluginManager(autoload=False)
+    reg = pm.registry()
+    assert "python" in reg.type_systems
+    assert [p.name for p in pm.plugins()] == ["amanda-core"]
+
+
+def test_in_process_plugin_registration_and_removal():
+    pm = PluginManager(autoload=False)
+    name = pm.register(ExamplePlugin(), "example")
+    reg = pm.registry()
+    assert ("amanda/example/1.0", "example") in reg.namespaces.namespaces()
+    assert "example" in reg.type_systems
+    info = {p.name: p for p in pm.plugins()}["example"]
+    assert info.hooks == ("amanda_namespaces", "amanda_type_systems")
+    pm.unregister(name)
+    assert "amanda/example/1.0" not in [n for n, _ in pm.registry().namespaces.namespaces()]
+
+
+def test_fixture_registers_for_one_test(amanda_plugin):
+    amanda_plugin(ExamplePlugin(), "example-fixture")
+    assert "amanda/example/1.0" in [n for n, _ in get_manager().registry().namespaces.namespaces()]
+
+
+def test_fixture_cleaned_up_after_test():
+    assert "example-fixture" not in [p.name for p in get_manager().plugins()]
+
+
+def test_context_manager_helper():
+    with registered_plugin(ExamplePlugin(), "ctx") as name:
+        assert name == "ctx"
+        assert "amanda/example/1.0" in get_manager().registry().namespaces
+    assert "amanda/example/1.0" not in get_manager().registry().namespaces
+
+
+def test_duplicate_registration_is_an_error():
+    pm = PluginManager(autoload=False)
+    p = ExamplePlugin()
+    pm.register(p, "one")
+    with pytest.raises(PluginError):
+        pm.register(p, "two")
+
+
+def test_bad_registration_names_the_plugin():
+    class Bad:
+        @hookimpl
+        def amanda_namespaces(self):
+            return ["not a provider"]
+
+    pm = PluginManager(autoload=False)
+    pm.register(Bad(), "bad-plugin")
+    with pytest.raises(PluginError, match="bad-plugin"):
+        pm.registry()
+
+
+def test_entry_point_discovery(tmp_path, monkeypatch):
+    make_dist(tmp_path, "amanda-fake", "amanda_fake_plugin", GOOD)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("AMANDA_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    monkeypatch.delenv("AMANDA_PLUGINS", raising=False)
+    pm = PluginManager()
+    info = {p.name: p for p in pm.plugins()}["amanda-fake"]
+    assert (info.distribution, info.version) == ("amanda-fake", "1.2.3")
+    assert ("amanda/fake/2.0", "amanda-fake") in pm.registry().namespaces.namespaces()
+
+
+def test_autoload_can_be_disabled(tmp_path, monkeypatch):
+    make_dist(tmp_path, "amanda-fake", "amanda_fake_plugin2", GOOD)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("AMANDA_DISABLE_PLUGIN_AUTOLOAD", "1")
+    assert [p.name for p in PluginManager().plugins()] == ["amanda-core"]
+
+
+def test_only_named_plugins_load(tmp_path, monkeypatch):
+    make_dist(tmp_path, "amanda-fake", "amanda_fake_plugin3", GOOD)
+    make_dist(tmp_path, "amanda-other", "amanda_other_plugin", GOOD.replace("fake/2.0", "other/1"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("AMANDA_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    monkeypatch.setenv("AMANDA_PLUGINS", "amanda-other")
+    names = [p.name for p in PluginManager().plugins()]
+    assert "amanda-other" in names and "amanda-fake" not in names
+    monkeypatch.setenv("AMANDA_PLUGINS", "amanda-missing")
+    with pytest.raises(PluginError, match="amanda-missing"):
+        PluginManager().load()
+
+
+def test_broken_plugin_error_names_it(tmp_path, monkeypatch):
+    make_dist(tmp_path, "amanda-broken", "amanda_broken_plugin", "raise ImportError('needs libfoo')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("AMANDA_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    monkeypatch.delenv("AMANDA_PLUGINS", raising=False)
+    with pytest.raises(PluginError) as exc:
+        PluginManager().load()
+    msg = str(exc.value)
+    assert "amanda-broken" in msg and "needs libfoo" in msg and "amanda_broken_plugin" in msg
+
+
+def test_core_imports_no_framework():
+    code = ("import sys, amanda_core, amanda_core.cli.main, amanda_core.plugin.manager; "
+            "bad = [m for m in ('torch', 'tensorflow', 'onnx', 'onnxruntime') if m in sys.modules]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
