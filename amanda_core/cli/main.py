@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from ..errors import AmandaError
 from ..ir.graph import Graph
-from ..ir.tensor import is_tensor, tensor_nbytes
+from ..ir.tensor import tensor_nbytes
 
 EXIT_OK = 0
 EXIT_INVALID = 1
@@ -100,41 +100,19 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def summarize(graph: Graph) -> dict[str, Any]:
-    counts: Counter[str] = Counter()
-    n_tensors = 0
-    n_bytes = 0
-    seen: set[int] = set()
+    """Namespace, op counts by type, boundary ports, and the number and bytes of tensors."""
+    from ..serialization.graph_yaml import iter_tensors
 
-    def visit_value(v: Any) -> None:
-        nonlocal n_tensors, n_bytes
-        if is_tensor(v):
-            if id(v) not in seen:
-                seen.add(id(v))
-                n_tensors += 1
-                n_bytes += tensor_nbytes(v)
-        elif isinstance(v, (list, tuple)):
-            for x in v:
-                visit_value(x)
-        elif isinstance(v, dict):
-            for x in v.values():
-                visit_value(x)
-
-    n_ops = 0
-    for op in graph.walk():
-        n_ops += 1
-        counts[op.type or "(no type)"] += 1
-        for v in op.attrs.values():
-            visit_value(v)
-    for v in graph.attrs.values():
-        visit_value(v)
+    counts: Counter[str] = Counter(op.type or "(no type)" for op in graph.walk())
+    tensors = list(iter_tensors(graph))
     return {
         "namespace": graph.namespace,
-        "ops": n_ops,
+        "ops": sum(counts.values()),
         "op_types": dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
         "inputs": [{"name": p.name, "dtype": None if p.dtype is None else str(p.dtype)} for p in graph.input_ports],
         "outputs": [{"name": p.name, "dtype": None if p.dtype is None else str(p.dtype)} for p in graph.output_ports],
-        "tensors": n_tensors,
-        "tensor_bytes": n_bytes,
+        "tensors": len(tensors),
+        "tensor_bytes": sum(tensor_nbytes(t) for t in tensors),
     }
 
 

@@ -1,5 +1,6 @@
 """The graph abstraction (seed "The Design of Amanda", section Graph Abstraction)."""
 
+from .bulk import bulk_build
 from .compare import values_equal
 from .graph import (
     CONTROL,
@@ -31,6 +32,7 @@ __all__ = [
     "PortList",
     "Tensor",
     "as_array",
+    "bulk_build",
     "default_op_name",
     "is_tensor",
     "values_equal",

@@ -121,7 +121,9 @@ class InputPort(Port):
     __slots__ = ("_source",)
 
     def __init__(self, name: str, dtype: Any = None, owner: Op | Graph | None = None) -> None:
-        super().__init__(name, dtype, owner)
+        self._name = name
+        self.dtype = dtype
+        self._owner = owner
         self._source: OutputPort | None = None
 
     @property
@@ -138,7 +140,9 @@ class OutputPort(Port):
     __slots__ = ("_consumers",)
 
     def __init__(self, name: str, dtype: Any = None, owner: Op | Graph | None = None) -> None:
-        super().__init__(name, dtype, owner)
+        self._name = name
+        self.dtype = dtype
+        self._owner = owner
         self._consumers: dict[InputPort, None] = {}
 
     @property
@@ -212,13 +216,14 @@ class PortList(Generic[P]):
         raise KeyError(name)
 
     def _append(self, port: P, index: int | None = None) -> None:
-        if port.name in self._by_name:
-            raise GraphError(f"duplicate port name {port.name!r}")
+        name = port._name
+        if name in self._by_name:
+            raise GraphError(f"duplicate port name {name!r}")
         if index is None:
             self._ports.append(port)
         else:
             self._ports.insert(index, port)
-        self._by_name[port.name] = port
+        self._by_name[name] = port
 
     def _remove(self, port: P) -> None:
         self._ports.remove(port)
@@ -489,6 +494,22 @@ def _names(ports: Iterable[Port]) -> str:
     return ", ".join(p.qualified_name for p in ports)
 
 
+def _add_ports(op: Op, ports: PortList[Any], cls: type, prefix: str,
+               specs: Iterable[str | tuple[str, Any]] | int) -> None:
+    """Ports of a new op (no body yet): names, ``(name, dtype)`` pairs, or a count of anonymous ports."""
+    if isinstance(specs, int):
+        for _ in range(specs):
+            ports._append(cls(_free_port_name(prefix, ports), None, op))
+        return
+    for spec in specs:
+        if isinstance(spec, str):
+            ports._append(cls(spec, None, op))
+        elif isinstance(spec, tuple):
+            ports._append(cls(spec[0], spec[1], op))
+        else:
+            raise GraphError(f"a port is a name or a (name, dtype) pair, got {spec!r}")
+
+
 def _free_port_name(prefix: str, ports: PortList[Any]) -> str:
     i = len(ports)
     while f"{prefix}{i}" in ports:
@@ -653,20 +674,8 @@ class Graph:
         elif name in self._ops:
             raise GraphError(f"an op named {name!r} already exists in {self._describe()}")
         op = Op(name, type, attrs, namespace)
-        for spec in range(inputs) if isinstance(inputs, int) else inputs:
-            if isinstance(spec, int):
-                op.add_input_port()
-            elif isinstance(spec, tuple):
-                op.add_input_port(spec[0], spec[1])
-            else:
-                op.add_input_port(spec)
-        for spec in range(outputs) if isinstance(outputs, int) else outputs:
-            if isinstance(spec, int):
-                op.add_output_port()
-            elif isinstance(spec, tuple):
-                op.add_output_port(spec[0], spec[1])
-            else:
-                op.add_output_port(spec)
+        _add_ports(op, op._inputs, InputPort, "in", inputs)
+        _add_ports(op, op._outputs, OutputPort, "out", outputs)
         op._graph = self
         self._ops[name] = op
         self._touch()
@@ -766,8 +775,12 @@ class Graph:
             raise GraphError(f"edge source {src.qualified_name} is not a producing port")
         if not isinstance(dst, InputPort):
             raise GraphError(f"edge target {dst.qualified_name} is not a consuming port")
-        self._check_endpoint(src, "edge source")
-        self._check_endpoint(dst, "edge target")
+        owner = src._owner
+        if (owner._graph if type(owner) is Op else owner) is not self:  # type: ignore[union-attr]
+            self._check_endpoint(src, "edge source")
+        owner = dst._owner
+        if (owner._graph if type(owner) is Op else owner) is not self:  # type: ignore[union-attr]
+            self._check_endpoint(dst, "edge target")
         if dst._source is not None:
             if dst._source is src:
                 return Edge(src, dst)
@@ -980,6 +993,10 @@ class Graph:
             for value in op.attrs.values():
                 if isinstance(value, Graph):
                     yield from value.walk()
+                elif isinstance(value, list):
+                    for item in value:
+                        if isinstance(item, Graph):
+                            yield from item.walk()
 
 
 def _preds(op: Op) -> Iterator[Op]:

@@ -6,6 +6,7 @@ __all__ = ["verify_graph", "find_cycles"]
 
 from typing import Iterable
 
+from ..errors import GraphCycleError
 from .graph import CONTROL, Graph, InputPort, Op, OutputPort
 
 
@@ -16,12 +17,18 @@ def verify_graph(graph: Graph, prefix: str = "") -> list[str]:
     def report(msg: str) -> None:
         problems.append(where + msg)
 
-    feeders: dict[InputPort, list[OutputPort]] = {}
+    # Each edge is stored at both ends; an input port can name one source only, so "fed twice" means two
+    # output ports list the same consumer.  Seen consumers are counted to find those.
+    fed_by: dict[InputPort, OutputPort] = {}
+    twice: dict[InputPort, list[OutputPort]] = {}
 
     def check_output(q: OutputPort) -> None:
         for c in q._consumers:
-            feeders.setdefault(c, []).append(q)
-            if c.graph is not graph:
+            first = fed_by.setdefault(c, q)
+            if first is not q:
+                twice.setdefault(c, [first]).append(q)
+            owner = c._owner
+            if (owner._graph if type(owner) is Op else owner) is not graph and c.graph is not graph:
                 report(f"dangling edge {q.qualified_name} -> {c.qualified_name}: the target is not in this graph")
             elif c._source is not q:
                 src = c._source.qualified_name if c._source is not None else "nothing"
@@ -32,7 +39,8 @@ def verify_graph(graph: Graph, prefix: str = "") -> list[str]:
         s = p._source
         if s is None:
             return
-        if s.graph is not graph:
+        owner = s._owner
+        if (owner._graph if type(owner) is Op else owner) is not graph and s.graph is not graph:
             report(f"dangling edge {s.qualified_name} -> {p.qualified_name}: the source is not in this graph")
         elif p not in s._consumers:
             report(f"edge {s.qualified_name} -> {p.qualified_name} is recorded only at its target")
@@ -43,22 +51,26 @@ def verify_graph(graph: Graph, prefix: str = "") -> list[str]:
         if op._graph is not graph:
             report(f"op {key!r} does not record this graph as its graph")
         for plist, kind in ((op._inputs, "input"), (op._outputs, "output")):
-            names = [p.name for p in plist]
-            dups = sorted({n for n in names if names.count(n) > 1})
-            if dups:
+            if len(plist._ports) != len(plist._by_name):
+                names = [p.name for p in plist]
+                dups = sorted({n for n in names if names.count(n) > 1})
                 report(f"op {key!r} has duplicate {kind} port names {dups}")
-        for p in op._inputs:
-            check_input(p)
-        for q in op._outputs:
-            check_output(q)
-        for other in op._control_in:
-            if other._graph is not graph:
-                report(f"dangling control edge {other.name}.{CONTROL} -> {key}.{CONTROL}")
-            elif op not in other._control_out:
-                report(f"control edge {other.name}.{CONTROL} -> {key}.{CONTROL} is recorded only at its target")
-        for other in op._control_out:
-            if other._graph is not graph:
-                report(f"dangling control edge {key}.{CONTROL} -> {other.name}.{CONTROL}")
+        for p in op._inputs._ports:
+            if p._source is not None:
+                check_input(p)
+        for q in op._outputs._ports:
+            if q._consumers:
+                check_output(q)
+        if op._control_in:
+            for other in op._control_in:
+                if other._graph is not graph:
+                    report(f"dangling control edge {other.name}.{CONTROL} -> {key}.{CONTROL}")
+                elif op not in other._control_out:
+                    report(f"control edge {other.name}.{CONTROL} -> {key}.{CONTROL} is recorded only at its target")
+        if op._control_out:
+            for other in op._control_out:
+                if other._graph is not graph:
+                    report(f"dangling control edge {key}.{CONTROL} -> {other.name}.{CONTROL}")
         if op._body is not None:
             body = op._body
             if body._owner is not op:
@@ -67,19 +79,27 @@ def verify_graph(graph: Graph, prefix: str = "") -> list[str]:
                 report(f"body of op {key!r} has ports {body._inputs.names()} -> {body._outputs.names()}, "
                        f"the op has {op._inputs.names()} -> {op._outputs.names()}")
             problems.extend(verify_graph(body, f"{prefix}/{key}" if prefix else key))
-        for attr, value in op.attrs.items():
-            if isinstance(value, Graph):
-                problems.extend(verify_graph(value, f"{prefix}/{key}.{attr}" if prefix else f"{key}.{attr}"))
+        if op.attrs:
+            for attr, value in op.attrs.items():
+                if isinstance(value, Graph):
+                    problems.extend(verify_graph(value, f"{prefix}/{key}.{attr}" if prefix else f"{key}.{attr}"))
+                elif isinstance(value, list):
+                    for i, item in enumerate(value):
+                        if isinstance(item, Graph):
+                            problems.extend(verify_graph(item, f"{prefix}/{key}.{attr}[{i}]" if prefix
+                                                         else f"{key}.{attr}[{i}]"))
     for g in graph._inputs:
         check_output(g)
     for o in graph._outputs:
         check_input(o)
-    for port, sources in feeders.items():
-        if len(sources) > 1:
-            report(f"input port {port.qualified_name} is fed twice: by "
-                   + ", ".join(s.qualified_name for s in sources))
-    for cycle in find_cycles(graph._ops.values()):
-        report("cycle through ops: " + " -> ".join(o.name for o in cycle + [cycle[0]]))
+    for port, sources in twice.items():
+        report(f"input port {port.qualified_name} is fed twice: by " + ", ".join(s.qualified_name for s in sources))
+    # The (cached) topological sort finds out whether there is a cycle at all; only then are they all listed.
+    try:
+        graph.topological_order()
+    except GraphCycleError:
+        for cycle in find_cycles(graph._ops.values()):
+            report("cycle through ops: " + " -> ".join(o.name for o in cycle + [cycle[0]]))
     return problems
 
 

@@ -9,7 +9,7 @@ point or distribution names).
 
 from __future__ import annotations
 
-__all__ = ["PluginInfo", "PluginManager", "Registry", "get_manager", "registry", "reset"]
+__all__ = ["PluginInfo", "PluginManager", "Registry", "get_manager", "registry", "reset", "swap_manager"]
 
 import os
 import threading
@@ -235,3 +235,11 @@ def reset() -> None:
     global _manager
     with _manager_lock:
         _manager = None
+
+
+def swap_manager(new: PluginManager | None) -> PluginManager | None:
+    """Make ``new`` the process-wide manager; returns the one it replaces (for test isolation)."""
+    global _manager
+    with _manager_lock:
+        old, _manager = _manager, new
+        return old

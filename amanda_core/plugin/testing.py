@@ -9,11 +9,14 @@ In a test module or ``conftest.py``::
         ...
 
 or, without pytest, ``with registered_plugin(MyPlugin()): ...``.
+
+``amanda_isolated`` (and :func:`isolated_plugins`) does the same with a fresh plugin manager that loads no
+installed plugin, so a test sees only the core and what it registers.
 """
 
 from __future__ import annotations
 
-__all__ = ["registered_plugin", "amanda_plugin"]
+__all__ = ["registered_plugin", "isolated_plugins", "amanda_plugin", "amanda_isolated"]
 
 import contextlib
 from typing import Any, Callable, Iterator
@@ -23,7 +26,7 @@ try:
 except ImportError:  # pragma: no cover - the helper works without pytest
     pytest = None  # type: ignore[assignment]
 
-from .manager import get_manager
+from .manager import PluginManager, get_manager, swap_manager
 
 
 @contextlib.contextmanager
@@ -49,3 +52,27 @@ def _amanda_plugin() -> Iterator[Callable[..., str]]:
 
 
 amanda_plugin = pytest.fixture(_amanda_plugin, name="amanda_plugin") if pytest is not None else _amanda_plugin
+
+
+@contextlib.contextmanager
+def isolated_plugins(*plugins: Any) -> Iterator[PluginManager]:
+    """Within the block the process-wide manager is a new one holding only the core and ``plugins``
+    (installed plugins are not loaded); the previous manager comes back afterwards."""
+    manager = PluginManager(autoload=False)
+    for plugin in plugins:
+        manager.register(plugin)
+    old = swap_manager(manager)
+    try:
+        yield manager
+    finally:
+        swap_manager(old)
+
+
+def _amanda_isolated() -> Iterator[Callable[..., str]]:
+    """Like ``amanda_plugin``, but no installed plugin is loaded during the test."""
+    with isolated_plugins() as manager:
+        yield manager.register
+
+
+amanda_isolated = (pytest.fixture(_amanda_isolated, name="amanda_isolated") if pytest is not None
+                   else _amanda_isolated)
