@@ -48,7 +48,7 @@ import json
 from typing import Any, Iterator, Mapping
 
 import yaml
-from attrs import evolve, field, frozen
+from attrs import cmp_using, evolve, field, frozen
 
 from ..errors import FormatError, SchemaError
 
@@ -75,6 +75,12 @@ NO_DEFAULT: Any = _NoDefault()
 """Marks an attribute without a default (it is required) or a port without a default dtype."""
 
 
+def _same_default(a: Any, b: Any) -> bool:
+    from ..ir.compare import values_equal
+
+    return a is b or values_equal(a, b)
+
+
 def _frozen_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return dict(value) if value else {}
 
@@ -85,7 +91,7 @@ class PortSchema:
 
     name: str
     type: str | None = None
-    default: Any = NO_DEFAULT
+    default: Any = field(default=NO_DEFAULT, eq=cmp_using(eq=_same_default, require_same_type=False))
     optional: bool = False
     variadic: bool = False
     min_count: int = 1
@@ -107,7 +113,7 @@ class AttrSchema:
 
     name: str
     type: str
-    default: Any = NO_DEFAULT
+    default: Any = field(default=NO_DEFAULT, eq=cmp_using(eq=_same_default, require_same_type=False))
     allowed_values: tuple[Any, ...] | None = None
     doc: str = ""
     meta: Mapping[str, Any] = field(factory=dict, converter=_frozen_mapping)
@@ -217,8 +223,14 @@ _LONG_ATTR_KEYS = {"type", "default", "allowed_values", "doc", "meta"}
 
 
 def _parse_default(text: str, where: str) -> Any:
+    if not text.strip():
+        return ""
+    try:  # defaults are written as JSON (so 1e-05 stays a float, which YAML 1.1 would read as a string)
+        return json.loads(text)
+    except ValueError:
+        pass
     try:
-        return yaml.safe_load(text) if text.strip() else ""
+        return yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise SchemaError(f"{where}: cannot read default value {text!r}: {e}") from None
 
@@ -420,12 +432,11 @@ def schema_to_dict(s: NamespaceSchema, *, docs: bool = True) -> dict[str, Any]:
 
 def load_schema(source: str, *, filename: str | None = None) -> NamespaceSchema:
     """Load a namespace schema from YAML text (or a path, if ``filename`` is None and it names a file)."""
+    from ..serialization.graph_yaml import load_values
     from ..serialization.yamlio import read_yaml_text
 
     text, fname = read_yaml_text(source, filename)
-    from ..serialization.yamlio import safe_load
-
-    data = safe_load(text, fname)
+    data = load_values(text, filename=fname)
     try:
         return schema_from_dict(data, fname or "namespace schema")
     except SchemaError as e:
@@ -434,8 +445,8 @@ def load_schema(source: str, *, filename: str | None = None) -> NamespaceSchema:
 
 def dump_schema(schema: NamespaceSchema | OpSchema, *, docs: bool = True) -> str:
     """YAML text of a namespace schema (or of one op schema)."""
-    from ..serialization.yamlio import dump_yaml
+    from ..serialization.graph_yaml import dump_values
 
     data = schema_to_dict(schema, docs=docs) if isinstance(schema, NamespaceSchema) else op_schema_to_dict(
         schema, docs=docs)
-    return dump_yaml(data)
+    return dump_values(data)

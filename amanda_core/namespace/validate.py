@@ -234,6 +234,8 @@ def _check_dtypes(op: Op, s: OpSchema, schema: NamespaceSchema, registry: Namesp
         ts, local = registry.type_systems.resolve(ps.type, schema.default_type_system)
         if ts is None:
             continue
+        context["port"] = port
+        context["port_schema"] = ps
         reason = ts.check_dtype(local, port.dtype, context)
         if reason:
             problems.append(Problem(f"port {port.name!r}: {reason}", op.path, op.type))

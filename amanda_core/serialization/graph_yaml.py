@@ -52,6 +52,8 @@ __all__ = [
     "register_value_type",
     "sidecar_path",
     "iter_tensors",
+    "load_values",
+    "dump_values",
     "INLINE_LIMIT",
 ]
 
@@ -590,7 +592,8 @@ def _load_plugins_quietly() -> None:
 
 
 def _kind(v: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string"}.get(type(v), type(v).__name__)
+    kinds: dict[type, str] = {dict: "a mapping", list: "a list", str: "a string"}
+    return kinds.get(type(v), type(v).__name__)
 
 
 def _dtype(name: str) -> np.dtype[Any]:
@@ -640,6 +643,19 @@ def _parse(source: str | os.PathLike[str], filename: str | None) -> tuple[Any, _
     except yaml.YAMLError as e:
         raise FormatError(f"malformed YAML: {e}", Location(fname)) from None
     return data, reader
+
+
+def load_values(source: str | os.PathLike[str], *, filename: str | None = None) -> Any:
+    """Parse a YAML document that may hold Amanda's value tags (``!tensor`` inline, ``!tuple``, ...), safely;
+    tagged values come back as Python values.  Used by the other YAML formats (schemas, tables)."""
+    data, reader = _parse(source, filename)
+    return reader.value(data, ())
+
+
+def dump_values(data: Any) -> str:
+    """YAML text of plain data whose leaves may be tensors (written inline), tuples, numpy scalars or plugin value
+    types; the counterpart of :func:`load_values`."""
+    return dump_yaml(_Writer(None, None).value(data), dumper=GraphDumper)
 
 
 def load_graph(source: str | os.PathLike[str], *, filename: str | None = None,
@@ -822,7 +838,7 @@ class _Writer:
             le = np.ascontiguousarray(arr)
             if le.dtype.byteorder == ">":
                 le = le.astype(le.dtype.newbyteorder("<"))
-            f.write(memoryview(le.reshape(-1)).cast("B") if le.size else b"")
+            f.write(le.reshape(-1).view(np.uint8).data if le.size else b"")
             pos = offset + arr.nbytes
 
 

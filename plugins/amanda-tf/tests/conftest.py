@@ -1,0 +1,55 @@
+"""Fixtures of the amanda-tf tests.
+
+The TensorFlow schema is generated once per test session into the session's cache directory (the one the
+repository's root ``conftest.py`` gives every test), so later tests and subprocesses find it warm.
+"""
+
+from __future__ import annotations
+
+import os
+
+import amanda_tf.plugin
+import pytest
+from amanda_tf.namespace import TensorFlowNamespaces
+
+from amanda_core.namespace import NamespaceSchema
+from amanda_core.plugin import PluginManager
+from amanda_core.plugin.manager import Registry
+
+
+@pytest.fixture(scope="session")
+def tf_cache_dir(tmp_path_factory) -> str:
+    return os.environ.get("AMANDA_CACHE_DIR") or str(tmp_path_factory.getbasetemp() / "amanda-cache")
+
+
+@pytest.fixture(scope="session")
+def tf_version() -> str:
+    found = TensorFlowNamespaces().installed()
+    if found is None:
+        pytest.fail("TensorFlow is not installed; the amanda-tf tests need it (pip install amanda-tf[cpu])")
+    return found[1]
+
+
+@pytest.fixture(scope="session")
+def tf_schema(tf_cache_dir, tf_version) -> NamespaceSchema:
+    """The generated schema of the installed TensorFlow (cold on first use in a session)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AMANDA_CACHE_DIR", tf_cache_dir)
+        mp.delenv("AMANDA_NO_CACHE", raising=False)
+        return TensorFlowNamespaces().schema(tf_version)
+
+
+@pytest.fixture
+def tf_registry(tf_schema) -> Registry:
+    """Everything the amanda-tf plugin module registers (plus the core's ``python``), through its hooks."""
+    pm = PluginManager(autoload=False)
+    pm.register(amanda_tf.plugin, "amanda-tf")
+    return pm.registry()
+
+
+@pytest.fixture(scope="session")
+def op_list(tf_schema):
+    """TensorFlow's own ``OpList`` (imports TensorFlow)."""
+    from amanda_tf.schema import read_op_list
+
+    return read_op_list()
