@@ -295,3 +295,42 @@ def graphs(draw):
 def test_random_graphs_round_trip(g):
     assert g.verify() == []
     roundtrip(g)
+
+
+def test_dotted_op_and_port_names_round_trip():
+    g = Graph("amanda/onnx/13")
+    x = g.add_input_port("input.1", "tensor(float)[1,3]")
+    a = g.add_op("Relu", "layer1.relu", inputs=["X"], outputs=["Y"])
+    b = g.add_op("Custom", "b", inputs=["in.a"], outputs=["out.b"])
+    g.connect(x, a.input_ports["X"])
+    g.connect(a.output_ports["Y"], b.input_ports["in.a"])
+    g.connect(b.output_ports["out.b"], g.add_output_port("logits.0"))
+    text = dump_graph(g)
+    assert "- graph.input.1 -> layer1.relu.X" in text and "- b.out.b -> graph.logits.0" in text
+    roundtrip(g)
+
+
+def test_an_edge_end_with_two_readings_is_refused():
+    g = Graph()
+    g.add_op("A", "a", outputs=["b.c"])
+    g.add_op("A", "a.b", outputs=["c"])
+    d = g.add_op("D", "d", inputs=["x", "y"])
+    g.connect(g.ops["a"].output_ports["b.c"], d.input_ports["x"])
+    with pytest.raises(FormatError, match="edge end 'a.b.c' can be read as"):
+        dump_graph(g)
+    text = ("graph:\n  ops:\n    a: {output_ports: [b.c]}\n    a.b: {output_ports: [c]}\n"
+            "    d: {input_ports: [x]}\n  edges:\n    - a.b.c -> d.x\n")
+    with pytest.raises(FormatError, match=r"bad.yaml:7:.*can be read as 'a.b' port 'c' or 'a' port 'b.c'"):
+        load_graph(text, filename="bad.yaml")
+
+
+def test_op_meta_round_trips_and_counts_in_equality():
+    g = Graph()
+    op = g.add_op("Conv", "c", attrs={"group": 1})
+    op.meta["doc_string"] = "a convolution"
+    op.meta["value_names"] = ["conv_out"]
+    g2 = roundtrip(g)
+    assert g2.ops["c"].meta == {"doc_string": "a convolution", "value_names": ["conv_out"]}
+    g2.ops["c"].meta["doc_string"] = "changed"
+    assert any("meta 'doc_string'" in d for d in g.diff(g2))
+    assert g.copy().ops["c"].meta == op.meta

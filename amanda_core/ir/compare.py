@@ -54,6 +54,7 @@ def _copy_into(graph: Graph, new: Graph) -> None:
         o = new.add_op(op.type, op.name, attrs={k: copy_value(v) for k, v in op.attrs.items()},
                        namespace=op.namespace)
         o.provenance = op.provenance
+        o.meta = {k: copy_value(v) for k, v in op.meta.items()}
         for ip in op._inputs:
             mapping[id(ip)] = o.add_input_port(ip.name, ip.dtype)
         for op_out in op._outputs:
@@ -133,6 +134,7 @@ def diff_graphs(a: Graph, b: Graph, prefix: str = "") -> list[str]:
         if x.namespace != y.namespace:
             out.append(f"{where}: namespace {x.namespace!r} != {y.namespace!r}")
         out.extend(_diff_attrs(x.attrs, y.attrs, f"{where}: attr"))
+        out.extend(_diff_attrs(x.meta, y.meta, f"{where}: meta"))
         if _ports(x._inputs) != _ports(y._inputs):
             out.append(f"{where}: input ports {_ports(x._inputs)} != {_ports(y._inputs)}")
         if _ports(x._outputs) != _ports(y._outputs):

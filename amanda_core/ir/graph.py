@@ -279,6 +279,7 @@ class Op:
         "_control_in",
         "_control_out",
         "provenance",
+        "meta",
         "__weakref__",
     )
 
@@ -297,6 +298,9 @@ class Op:
         self._control_out: dict[Op, None] = {}
         self.provenance: tuple[str, str] | None = None
         """``(table, rule)`` of the mapping rule that created this op, if any."""
+        self.meta: dict[str, Any] = {}
+        """Annotations that are not attributes of the op's type (doc strings, a framework's value names, source
+        locations): kept, copied, compared and written like attributes, but never validated against a schema."""
 
     # -- identity
     @property

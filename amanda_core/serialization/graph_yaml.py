@@ -79,7 +79,7 @@ INLINE_LIMIT = 64
 _ALIGN = 64
 _NAN = float("nan")
 _GRAPH_KEYS = ("namespace", "attrs", "input_ports", "output_ports", "ops", "edges", "tensor_data")
-_OP_KEYS = ("type", "namespace", "attrs", "input_ports", "output_ports", "ops", "edges")
+_OP_KEYS = ("type", "namespace", "attrs", "meta", "input_ports", "output_ports", "ops", "edges")
 
 
 # --------------------------------------------------------------------------- YAML tags
@@ -310,6 +310,8 @@ class _Reader:
             op = g.add_op(op_type, name, attrs=attrs, namespace=namespace)
         except GraphError as e:
             raise self.error(str(e), path) from None
+        if "meta" in spec:
+            op.meta = self.attrs(spec["meta"], path + ("meta",))
         for pname, dtype in self.ports(spec.get("input_ports"), path + ("input_ports",)):
             self.add_port(op.add_input_port, pname, dtype, path + ("input_ports",))
         for pname, dtype in self.ports(spec.get("output_ports"), path + ("output_ports",)):
@@ -352,8 +354,8 @@ class _Reader:
                     dtype = str(dtype)
                 else:
                     raise self.error(f"port {name!r}: dtype must be a string, got {_kind(dtype)}", path + (i,))
-            if "." in name or not name:
-                raise self.error(f"port name {name!r} is empty or contains '.'", path + (i,))
+            if not name or "->" in name:
+                raise self.error(f"port name {name!r} is empty or contains '->'", path + (i,))
             out.append((name, dtype))
         return out
 
@@ -369,8 +371,11 @@ class _Reader:
             if not isinstance(text, str) or text.count("->") != 1:
                 raise self.error(f"an edge is written 'op.port -> op.port', got {text!r}", where)
             left, right = (s.strip() for s in text.split("->"))
-            a_op, _, a_port = left.rpartition(".")
-            b_op, _, b_port = right.rpartition(".")
+            try:
+                a_op, a_port = _split_end(g, left, boundary, "out")
+                b_op, b_port = _split_end(g, right, boundary, "in")
+            except FormatError as e:
+                raise self.error(e.reason, where) from None
             if not a_op or not b_op or not a_port or not b_port:
                 raise self.error(f"an edge end is written 'op.port', got {text!r}", where)
             if a_port == CONTROL or b_port == CONTROL:
@@ -743,6 +748,8 @@ class _Writer:
             d["namespace"] = op.namespace
         if op.attrs:
             d["attrs"] = self.attrs(op.attrs)
+        if op.meta:
+            d["meta"] = self.attrs(op.meta)
         if len(op.input_ports):
             d["input_ports"] = _ports_out(op.input_ports)
         if len(op.output_ports):
@@ -759,7 +766,13 @@ class _Writer:
             owner = port.op
             return f"{owner.name if owner is not None else boundary}.{port.name}"
 
-        out = [f"{name(e.src)} -> {name(e.dst)}" for e in g.edges()]
+        out = []
+        for e in g.edges():
+            left, right = name(e.src), name(e.dst)
+            for end, kind in ((left, "out"), (right, "in")):
+                if end.count(".") > 1:
+                    _split_end(g, end, boundary, kind)  # raises when the names allow two readings
+            out.append(f"{left} -> {right}")
         out.extend(f"{c.src.name}.{CONTROL} -> {c.dst.name}.{CONTROL}" for c in g.control_edges())
         return out
 
@@ -851,10 +864,42 @@ def _dtype_name(dtype: np.dtype[Any]) -> str:
 def _ports_out(ports: Any) -> list[Any]:
     out: list[Any] = []
     for p in ports:
-        if "." in p.name:
-            raise FormatError(f"port name {p.qualified_name!r} contains '.', which the edge syntax cannot name")
+        if "->" in p.name or not p.name:
+            raise FormatError(f"port name {p.qualified_name!r} cannot be written in the edge syntax")
         out.append(p.name if p.dtype is None else {p.name: str(p.dtype)})
     return out
+
+
+def _split_end(g: Graph, end: str, boundary: str, kind: str) -> tuple[str, str]:
+    """Split an edge end ``op.port`` where op and port names may both contain dots.
+
+    Every split whose op exists and has such a port (``kind`` "out": an output port, or a graph input; "in":
+    an input port, or a graph output) is a reading; one reading is taken, none falls back to the last dot
+    (ports may still be created from edges), more than one is an error.
+    """
+    if end.count(".") <= 1:
+        op, _, port = end.rpartition(".")
+        return op, port
+    readings = []
+    for i in range(len(end) - 1, 0, -1):
+        if end[i] != ".":
+            continue
+        op_name, port = end[:i], end[i + 1:]
+        op = g.ops.get(op_name)
+        if op is not None:
+            ports = op.output_ports if kind == "out" else op.input_ports
+            if port in ports or port == CONTROL:
+                readings.append((op_name, port))
+                continue
+        if op_name in (boundary, "graph") and port in (g.input_ports if kind == "out" else g.output_ports):
+            readings.append((op_name, port))
+    if len(readings) > 1:
+        raise FormatError(f"edge end {end!r} can be read as " + " or ".join(f"{o!r} port {p!r}" for o, p in readings)
+                          + "; rename an op or a port")
+    if readings:
+        return readings[0]
+    op, _, port = end.rpartition(".")
+    return op, port
 
 
 def sidecar_path(path: str | os.PathLike[str]) -> str:
