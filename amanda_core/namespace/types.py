@@ -53,6 +53,16 @@ class TypeSystem:
         """None if a port of schema type ``type_expr`` may carry ``dtype``."""
         return None
 
+    def canonical_dtype(self, value: Any) -> str | None:
+        """The element type of ``value`` (a dtype string or parsed dtype of this system, or an attribute value
+        naming an element type) as a numpy-style name (``float32``, ``int64``, ``bool``, ``bfloat16``,
+        ``string``), or None if it names none.  Mapping tables convert dtypes between systems through it."""
+        return None
+
+    def from_canonical_dtype(self, name: str) -> Any:
+        """How this system writes the element type ``name`` (numpy-style) as an attribute value, or None."""
+        return None
+
     def __repr__(self) -> str:
         return f"<TypeSystem {self.name}>"
 

@@ -146,8 +146,9 @@ def _validate_graph(graph: Graph, registry: NamespaceRegistry, ns: str, problems
         if op.body is not None:
             _validate_graph(op.body, registry, op_ns, problems, fill, override, cache)
         for value in op.attrs.values():
-            if isinstance(value, Graph):
-                _validate_graph(value, registry, value.namespace or op_ns, problems, fill, override, cache)
+            for g in (value if isinstance(value, list) else [value]):
+                if isinstance(g, Graph):
+                    _validate_graph(g, registry, g.namespace or op_ns, problems, fill, override, cache)
 
 
 def _validate_op(op: Op, schema: NamespaceSchema, registry: NamespaceRegistry, problems: list[Problem],
