@@ -182,6 +182,126 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def save_model(graph: Graph, path: str) -> list[str]:
+    """Write a graph as YAML or in any format a plugin exports (chosen by the file extension); atomic."""
+    lower = path.lower()
+    if lower.endswith((".yaml", ".yml")):
+        from ..serialization.graph_yaml import save_graph
+
+        return save_graph(graph, path)
+    reg = _registry()
+    by_ext = [e for e, _ in reg.exporters if e.handles_path(path)]
+    if not by_ext:
+        known = sorted({x for e, _ in reg.exporters for x in e.extensions} | {".yaml", ".yml"})
+        raise AmandaError(f"{path}: no exporter writes this kind of file (known extensions: {', '.join(known)}); "
+                          "is the plugin for its framework installed?")
+    ns = graph.namespace or ""
+    for exporter in by_ext:
+        if ns and exporter.handles_namespace(ns):
+            exporter.save(graph, path)
+            return [path]
+    names = ", ".join(f"{e.name} ({e.namespace})" for e in by_ext)
+    raise AmandaError(f"{path}: the graph is in {ns or 'no namespace'}, which no exporter for this file type writes "
+                      f"({names}); convert it first with --to")
+
+
+def _tables(args: argparse.Namespace, reg: Any) -> list[Any]:
+    from ..mapping import check_table, load_table, registered_tables
+
+    user = []
+    for path in args.table or []:
+        if not os.path.exists(path):
+            raise AmandaError(f"{path}: no such table file")
+        user.append(load_table(path, trusted=args.trust_expressions))
+    problems: list[str] = []
+    for table in user:
+        errors, _notes = check_table(table, reg.namespaces)
+        problems.extend(str(e) for e in errors)
+    if problems:
+        raise AmandaError(f"{len(problems)} problem(s) in the given table(s):\n  " + "\n  ".join(problems))
+    return user + ([] if args.no_plugin_tables else registered_tables(reg))
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    from ..mapping import convert
+    from ..namespace.validate import validate
+
+    warnings: list[str] = []
+    graph = load_model(args.input, warnings)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    reg = _registry()
+    if graph.namespace is None:
+        raise AmandaError(f"{args.input}: the graph has no namespace, so no table can be chosen for it")
+    target = args.to or graph.namespace
+    tables = _tables(args, reg)
+    result = convert(graph, target, tables, reg.namespaces, include_tags=args.tag or (),
+                     exclude_tags=args.exclude_tag or (), allow_partial=args.allow_partial, copy=False)
+    out = result.graph
+    if args.explain:
+        print(result.explain() or "no table applied: the graph is already in the target namespace")
+    if result.unconverted:
+        total = sum(n for _, _, n, _ in result.unconverted)
+        print(f"warning: --allow-partial: {total} op(s) were left unconverted:", file=sys.stderr)
+        for t, ns, n, names in result.unconverted:
+            print(f"  {n} x {t} ({ns}), e.g. {', '.join(names)}", file=sys.stderr)
+    if result.steps and not args.no_validate and result.target not in reg.namespaces:
+        print(f"note: no schema is registered for {result.target}; the result was not validated", file=sys.stderr)
+    elif result.steps and not args.no_validate:
+        problems = [p for p in validate(out, reg.namespaces) if p.severity == "error"]
+        if result.unconverted:
+            left = {t for t, _, _, _ in result.unconverted}
+            problems = [p for p in problems if p.op_type not in left]
+        if problems:
+            lines = []
+            for p in problems[:50]:
+                made = ""
+                if p.op is not None:
+                    op = _find(out, p.op)
+                    if op is not None and op.provenance:
+                        made = f" [made by table {op.provenance[0]!r}, rule {op.provenance[1]!r}]"
+                lines.append(f"{p}{made}")
+            raise AmandaError(f"the converted graph breaks the schema of {result.target} ({len(problems)} "
+                              "problem(s)); nothing was written:\n  " + "\n  ".join(lines))
+    written = save_model(out, args.output)
+    chain = " -> ".join([s.src for s in result.steps[:1]] + [s.dst for s in result.steps]) or out.namespace
+    n_ops = sum(1 for _ in out.walk())
+    print(f"{args.input}: {chain}: {n_ops} ops; wrote {', '.join(written)}")
+    return EXIT_OK
+
+
+def _find(graph: Graph, path: str) -> Any:
+    for op in graph.walk():
+        if op.path == path:
+            return op
+    return None
+
+
+def cmd_tables(args: argparse.Namespace) -> int:
+    from ..mapping import check_table, registered_tables
+
+    reg = _registry()
+    tables = registered_tables(reg)
+    rows = [{"name": t.name, "src": t.src, "dst": t.dst, "rules": len(t.rules), "plugin": t.plugin,
+             "source": t.source, "carry": t.carry, "bidirectional": t.bidirectional} for t in tables]
+    problems: list[str] = []
+    if args.check:
+        for t in tables:
+            errors, notes = check_table(t, reg.namespaces)
+            problems.extend(str(e) for e in errors)
+            problems.extend(f"note: {n}" for n in notes)
+    if args.json:
+        print(json.dumps({"tables": rows, "problems": problems} if args.check else rows, indent=2))
+    else:
+        if not rows:
+            print("no mapping tables registered (no plugin registers any)")
+        for r in rows:
+            print(f"{r['name']}: {r['src']} -> {r['dst']}  ({r['rules']} rule(s), plugin {r['plugin'] or '-'})")
+        for p in problems:
+            print(p)
+    return EXIT_INVALID if any(not p.startswith("note:") for p in problems) else EXIT_OK
+
+
 # --------------------------------------------------------------------------- parser
 
 
@@ -219,6 +339,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", help="treat warnings as problems")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("convert", help="convert a graph or model to another namespace (or re-export it)")
+    p.add_argument("input", metavar="INPUT", help="a YAML graph or a model file a plugin imports")
+    p.add_argument("--to", metavar="NAMESPACE", help="target namespace or range (default: the input's own)")
+    p.add_argument("-o", "--output", required=True, metavar="OUTPUT",
+                   help="output file; its extension picks the format (.yaml, or a plugin's)")
+    p.add_argument("--table", action="append", metavar="FILE", help="a mapping table file to use (repeatable)")
+    p.add_argument("--tag", action="append", metavar="T", help="apply tagged rules only with one of these tags")
+    p.add_argument("--exclude-tag", action="append", metavar="T", help="never apply rules with this tag")
+    p.add_argument("--allow-partial", action="store_true", help="keep ops no rule converts (and say so)")
+    p.add_argument("--explain", action="store_true", help="print what each rule matched and produced")
+    p.add_argument("--trust-expressions", action="store_true",
+                   help="let --table files run their ${...} expressions (Python code)")
+    p.add_argument("--no-plugin-tables", action="store_true", help="use only the --table files")
+    p.add_argument("--no-validate", action="store_true", help="skip checking the result against its schema")
+    p.set_defaults(func=cmd_convert)
+
+    p = sub.add_parser("tables", help="list the registered mapping tables")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--check", action="store_true", help="also check each table against the schemas")
+    p.set_defaults(func=cmd_tables)
+
+    try:
+        from ..regex.cli import add_match_command
+    except ImportError:  # pragma: no cover - the regex package ships with the core
+        add_match_command = None
+    if add_match_command is not None:
+        add_match_command(sub)
     return parser
 
 

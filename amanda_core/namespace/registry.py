@@ -34,6 +34,9 @@ class NamespaceProvider:
 
     family: str = ""
     description: str = ""
+    dtype_type_system: str | None = None
+    """The type system that parses this family's port dtype strings (``onnx``, ``tf``, ``torch``), used when a
+    port's schema slot does not say (graph ports, namespaces with no schema registered)."""
 
     def versions(self) -> Sequence[str]:
         """Every version of the family this provider can give a schema for."""
@@ -97,6 +100,17 @@ class NamespaceRegistry:
 
     def providers(self, family: str) -> list[tuple[NamespaceProvider, str | None]]:
         return list(self._providers.get(family, ()))
+
+    def dtype_type_system(self, namespace: str) -> str | None:
+        """The type system of the port dtypes of ``namespace``'s family, as its provider declares it."""
+        try:
+            family = parse_namespace(namespace).family
+        except NamespaceError:
+            return None
+        for provider, _ in self._providers.get(family, ()):
+            if provider.dtype_type_system:
+                return provider.dtype_type_system
+        return None
 
     def versions(self, family: str) -> list[str]:
         seen: dict[str, None] = {}

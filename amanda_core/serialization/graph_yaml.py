@@ -878,8 +878,8 @@ def _split_end(g: Graph, end: str, boundary: str, kind: str) -> tuple[str, str]:
     (ports may still be created from edges), more than one is an error.
     """
     if end.count(".") <= 1:
-        op, _, port = end.rpartition(".")
-        return op, port
+        head, _, tail = end.rpartition(".")
+        return head, tail
     readings = []
     for i in range(len(end) - 1, 0, -1):
         if end[i] != ".":
@@ -898,8 +898,8 @@ def _split_end(g: Graph, end: str, boundary: str, kind: str) -> tuple[str, str]:
                           + "; rename an op or a port")
     if readings:
         return readings[0]
-    op, _, port = end.rpartition(".")
-    return op, port
+    head, _, tail = end.rpartition(".")
+    return head, tail
 
 
 def sidecar_path(path: str | os.PathLike[str]) -> str:

@@ -82,6 +82,7 @@ from amanda_core.namespace import NO_DEFAULT, AttrSchema, NamespaceProvider, Nam
 from amanda_core.namespace.cache import cache_dir, cached_json
 
 from .dtypes import dtype_from_type_proto
+from .structural import structural_op_schemas
 
 GENERATOR_VERSION = "1"
 """Bumped whenever the cached data's form or content changes."""
@@ -335,6 +336,7 @@ def in_force(history: list[dict[str, Any]], opset: int) -> dict[str, Any] | None
 
 class OnnxNamespaces(NamespaceProvider):
     """Every opset of one ONNX domain; each namespace schema is built once, on demand."""
+    dtype_type_system = "onnx"
 
     def __init__(self, domain: str, first: int, last: int) -> None:
         self.domain = domain or DEFAULT_DOMAIN
@@ -385,6 +387,8 @@ class OnnxNamespaces(NamespaceProvider):
         except (KeyError, TypeError) as e:
             raise NamespaceError(f"the cached ONNX schema data for {self.domain} under {cache_dir()} is malformed "
                                  f"({type(e).__name__}: {e}); delete that file to regenerate it") from None
+        if self.domain == DEFAULT_DOMAIN:
+            ops.extend(structural_op_schemas())
         return NamespaceSchema(f"{self.family}/{n}", ops, default_type_system=TYPE_SYSTEM,
                                meta={"onnx_version": onnx_version(), "domain": self.domain, "opset": n})
 

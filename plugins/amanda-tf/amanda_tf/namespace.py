@@ -32,6 +32,8 @@ class TensorFlowNamespaces(NamespaceProvider):
     per provider; the schema is built once per provider.
     """
 
+    dtype_type_system = "tf"
+
     family = FAMILY
     description = "every op of the installed TensorFlow's op registry"
 

@@ -388,6 +388,7 @@ class TorchNamespaces(NamespaceProvider):
 
     family = FAMILY
     description = "every operator overload and TorchScript node kind of the installed torch"
+    dtype_type_system = "torch"
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -1,0 +1,353 @@
+"""Applying a mapping table to a graph.
+
+Order, fixed and documented so that the same table gives the same graph every time:
+
+1. rules in ``apply_after`` order, then in declaration order (tags may leave some out);
+2. for each rule, each graph in turn (the graph, then the bodies of its ops and the graphs its attributes hold,
+   depth first); within a graph, candidate anchor ops in topological order, taken as they were when the rule
+   started; the first match found from an anchor is rewritten at once;
+3. an op is rewritten by at most one match per pass of a rule: ops a rewrite created or updated are not matched
+   again by the same pass (``repeat: true`` runs passes until one rewrites nothing);
+4. after each rule every graph it touched is checked for cycles; a rule that made one fails with its name and
+   the ops involved;
+5. ``carry: unchanged`` then moves every op no rule took to the target namespace if its op schema is the same
+   in both namespaces (how version-to-version tables need rules only for ops that changed);
+6. a graph whose ops are all in the target namespace takes that namespace.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ApplyReport", "RuleReport", "Converter", "apply_table", "op_namespace"]
+
+from collections import Counter
+from functools import lru_cache
+from typing import Any, Iterator, Sequence
+
+import attrs
+
+from ..errors import GraphCycleError, NamespaceError, SchemaError
+from ..ir.graph import Graph, InputPort, Op, Port
+from ..namespace.names import NamespaceSpec, parse_spec
+from ..namespace.registry import NamespaceRegistry
+from ..namespace.schema import NamespaceSchema, OpSchema
+from .attrconv import library_for
+from .match import MatchContext, anchor_candidates, match_at, type_index
+from .rewrite import MappingError, RewriteContext, apply_template, same_family
+from .table import MappingTable, Rule
+
+
+@attrs.define
+class RuleReport:
+    table: str
+    rule: str
+    matches: int = 0
+    skipped: int = 0
+    produced: Counter[str] = attrs.field(factory=Counter)
+    removed: int = 0
+    examples: list[str] = attrs.field(factory=list)
+
+
+@attrs.define
+class ApplyReport:
+    table: str
+    src: str
+    dst: str
+    rules: list[RuleReport] = attrs.field(factory=list)
+    carried: int = 0
+
+    @property
+    def matches(self) -> int:
+        return sum(r.matches for r in self.rules)
+
+
+def op_namespace(op: Op, inherited: str | None) -> str | None:
+    """The namespace an op is in: its own, else its graph's, else ``inherited`` (the namespace of the graph that
+    holds the op's graph as an attribute value)."""
+    if op.namespace is not None:
+        return op.namespace
+    g = op.graph
+    while g is not None:
+        if g.namespace is not None:
+            return g.namespace
+        owner = g.owner
+        g = owner.graph if owner is not None else None
+    return inherited
+
+
+def graphs_in(graph: Graph, inherited: str | None) -> Iterator[tuple[Graph, str | None]]:
+    """The graph and every graph nested in it (bodies, attribute graphs), with the namespace each inherits."""
+    ns = graph.namespace or inherited
+    yield graph, inherited
+    for op in list(graph):
+        if op.graph is not graph:
+            continue
+        here = op.namespace or ns
+        if op.body is not None:
+            yield from graphs_in(op.body, here)
+        for value in op.attrs.values():
+            if isinstance(value, Graph):
+                yield from graphs_in(value, here)
+            elif isinstance(value, list):
+                for item in value:
+                    if isinstance(item, Graph):
+                        yield from graphs_in(item, here)
+
+
+class Converter:
+    """Applies tables with one registry's schemas and type systems (schemas looked up once)."""
+
+    def __init__(self, registry: NamespaceRegistry | None = None) -> None:
+        self.registry = registry or NamespaceRegistry()
+        self._schemas: dict[str, NamespaceSchema | None] = {}
+        self.library = library_for(self.registry.type_systems)
+        self._parse_cache: dict[tuple[str, str], Any] = {}
+
+    # -- schemas and dtypes
+    def schema(self, namespace: str | None) -> NamespaceSchema | None:
+        if namespace is None:
+            return None
+        if namespace not in self._schemas:
+            try:
+                self._schemas[namespace] = self.registry.schema(namespace)
+            except (NamespaceError, SchemaError):
+                self._schemas[namespace] = None
+        return self._schemas[namespace]
+
+    def resolve(self, spec: str) -> str:
+        """A concrete registered namespace for ``spec`` (the newest in a range), or the spec itself if exact."""
+        try:
+            return self.registry.resolve(spec)
+        except NamespaceError:
+            s = parse_spec(spec)
+            if s.exact is not None or (s.specifier is None and s.exact is None):
+                return spec
+            raise
+
+    def op_schema(self, op: Op, inherited: str | None = None) -> OpSchema | None:
+        s = self.schema(op_namespace(op, inherited))
+        return s.get(op.type) if s is not None and op.type is not None else None
+
+    def parse_dtype(self, port: Port, inherited: str | None = None) -> Any:
+        """A port's dtype parsed by the type system of its schema slot (or of its namespace)."""
+        text = port.dtype
+        if text is None or not isinstance(text, str):
+            return text
+        system = self._dtype_system(port, inherited)
+        if system is None:
+            return text
+        key = (system, text)
+        if key not in self._parse_cache:
+            ts = self.registry.type_systems.get(system)
+            try:
+                self._parse_cache[key] = ts.parse_dtype(text) if ts is not None else text
+            except Exception:
+                self._parse_cache[key] = text
+        return self._parse_cache[key]
+
+    def _dtype_system(self, port: Port, inherited: str | None) -> str | None:
+        op = port.op
+        if op is not None:
+            ns = op_namespace(op, inherited)
+            schema = self.schema(ns)
+            if schema is not None and op.type is not None:
+                s = schema.get(op.type)
+                if s is not None:
+                    kind = "in" if isinstance(port, InputPort) else "out"
+                    slots = s.input_ports if kind == "in" else s.output_ports
+                    slot = None
+                    for i, sl in enumerate(slots):
+                        if sl.accepts_name(port.name) or (sl.variadic and i <= _index(port)) or i == _index(port):
+                            slot = sl
+                            break
+                    if slot is not None and slot.type:
+                        ts, _local = self.registry.type_systems.resolve(slot.type, schema.default_type_system)
+                        if ts is not None and ts.name != "python":
+                            return ts.name
+            return self._namespace_dtype_system(ns)
+        g = port.owner
+        return self._namespace_dtype_system(g.namespace if isinstance(g, Graph) else inherited)
+
+    @lru_cache(maxsize=256)  # noqa: B019 - one converter per conversion
+    def _namespace_dtype_system(self, namespace: str | None) -> str | None:
+        if namespace is None:
+            return None
+        schema = self.schema(namespace)
+        if schema is not None and schema.meta.get("dtype_type_system"):
+            return str(schema.meta["dtype_type_system"])
+        declared = self.registry.dtype_type_system(namespace)
+        if declared:
+            return declared
+        if schema is not None and schema.default_type_system and schema.default_type_system != "python":
+            return schema.default_type_system
+        return None
+
+    # -- applying
+    def apply(self, graph: Graph, table: MappingTable, *, src: str | None = None, dst: str | None = None,
+              include_tags: Sequence[str] = (), exclude_tags: Sequence[str] = ()) -> ApplyReport:
+        """Apply ``table`` to ``graph`` (changed in place) from namespace ``src`` (default: the graph's) to ``dst``
+        (default: the newest registered namespace the table's ``dst`` admits)."""
+        src_ns = src or graph.namespace
+        if src_ns is None:
+            raise MappingError("the graph has no namespace; say which one it is in", table.name)
+        src_spec = parse_spec(table.src)
+        if not src_spec.matches(src_ns):
+            raise MappingError(f"the table reads {table.src}, but the graph is in {src_ns}", table.name)
+        dst_ns = dst or self.resolve(table.dst)
+        if not parse_spec(table.dst).matches(dst_ns):
+            raise MappingError(f"the table writes {table.dst}, not {dst_ns}", table.name)
+        report = ApplyReport(table.name, src_ns, dst_ns)
+        rules = _select(table.ordered_rules(), include_tags, exclude_tags)
+        dst_schema = self.schema(dst_ns)
+        family_same = same_family(src_ns, dst_ns)
+        for rule in rules:
+            rr = RuleReport(table.name, rule.name)
+            report.rules.append(rr)
+            self._apply_rule(graph, table, rule, src_spec, src_ns, dst_ns, dst_schema, family_same, rr)
+        if table.carry == "unchanged":
+            report.carried = self._carry(graph, src_spec, src_ns, dst_ns)
+        self._settle(graph, src_ns, dst_ns)
+        return report
+
+    def _apply_rule(self, graph: Graph, table: MappingTable, rule: Rule, src_spec: NamespaceSpec, src_ns: str,
+                    dst_ns: str, dst_schema: NamespaceSchema | None, family_same: bool, rr: RuleReport) -> None:
+        for g, inherited in list(graphs_in(graph, None)):
+            passes = 0
+            while True:
+                passes += 1
+                rewrote = self._pass(g, inherited, table, rule, src_spec, dst_ns, dst_schema, family_same, rr)
+                if not rule.repeat or not rewrote or passes > len(g) + 1:
+                    break
+            try:
+                g.topological_order()
+            except GraphCycleError as e:
+                names = list(e.ops)
+                by_rule = [n for n in names if n in g.ops and g.ops[n].provenance == (table.name, rule.name)]
+                raise MappingError(f"the rule's rewrites made a cycle: {' -> '.join(names + names[:1])}"
+                                   + (f" (created by this rule: {', '.join(by_rule)})" if by_rule else ""),
+                                   table.name, rule.name, names) from None
+
+    def _pass(self, g: Graph, inherited: str | None, table: MappingTable, rule: Rule, src_spec: NamespaceSpec,
+              dst_ns: str, dst_schema: NamespaceSchema | None, family_same: bool, rr: RuleReport) -> bool:
+        def in_src(op: Op) -> bool:
+            ns = op_namespace(op, inherited)
+            return ns is not None and src_spec.matches(ns)
+
+        ctx = MatchContext(in_namespace=in_src, schema_of=lambda op: self.op_schema(op, inherited),
+                           parse_dtype=lambda port: self.parse_dtype(port, inherited), library=self.library)
+        rctx = RewriteContext(table.name, dst_ns, dst_schema, ctx, family_same,
+                              lambda op: self.op_schema(op, inherited))
+        claimed: set[Op] = set()
+        rewrote = False
+        if rule.src.query is not None:
+            from ..regex import query_matches
+
+            matches = query_matches(g, rule.src.query, ctx, rule=rule, schema=self.schema(g.namespace or inherited))
+            for m in matches:
+                if any(op.graph is not g or op in claimed for op in m.all_ops):
+                    continue
+                rw = apply_template(g, m, rule, rctx)
+                rewrote |= self._record(rw, rr, claimed)
+            return rewrote
+        index = type_index(g)
+        for anchor in anchor_candidates(g, rule.src, index):
+            if anchor.graph is not g or anchor in claimed:
+                continue
+            m = match_at(g, rule.src, anchor, ctx, rule, claimed.__contains__, index)
+            if m is None:
+                continue
+            rw = apply_template(g, m, rule, rctx)
+            if rw is None:
+                rr.skipped += 1
+                continue
+            rewrote |= self._record(rw, rr, claimed)
+        return rewrote
+
+    @staticmethod
+    def _record(rw: Any, rr: RuleReport, claimed: set[Op]) -> bool:
+        if rw is None:
+            rr.skipped += 1
+            return False
+        rr.matches += 1
+        for op in rw.created + rw.updated:
+            claimed.add(op)
+            rr.produced[op.type or "(no type)"] += 1
+            if len(rr.examples) < 5:
+                rr.examples.append(op.name)
+        rr.removed += len(rw.removed)
+        return True
+
+    def _carry(self, graph: Graph, src_spec: NamespaceSpec, src_ns: str, dst_ns: str) -> int:
+        src_schema, dst_schema = self.schema(src_ns), self.schema(dst_ns)
+        if src_schema is None or dst_schema is None:
+            return 0
+        moved = 0
+        for g, inherited in list(graphs_in(graph, None)):
+            for op in g:
+                ns = op_namespace(op, inherited)
+                if ns is None or not src_spec.matches(ns) or op.type is None:
+                    continue
+                a, b = src_schema.get(op.type), dst_schema.get(op.type)
+                if a is not None and b is not None and a == b:
+                    op.namespace = dst_ns
+                    moved += 1
+        return moved
+
+    def _settle(self, graph: Graph, src_ns: str, dst_ns: str) -> None:
+        """Give each graph the target namespace if all its ops are there; otherwise pin ops to where they are."""
+        for g, inherited in list(graphs_in(graph, None)):
+            own = g.namespace
+            if own is None and g is not graph:
+                continue  # nested graphs inherit; their ops carry their own namespace when it differs
+            names = [op_namespace(op, inherited) for op in g]
+            if dst_ns not in names:
+                continue  # nothing moved here: the graph stays as it was
+            if own == src_ns and all(n == dst_ns or (n is not None and not same_family(n, src_ns)) for n in names):
+                g.namespace = dst_ns
+                for op in g:
+                    if op.namespace == dst_ns:
+                        op.namespace = None
+            elif own == src_ns:
+                for op, n in zip(list(g), names):
+                    if op.namespace is None and n == src_ns:
+                        op.namespace = src_ns
+        # nested graphs that inherit: ops already in the target no longer need their own namespace
+        if graph.namespace == dst_ns:
+            for g, inherited in list(graphs_in(graph, None)):
+                if g is graph or g.namespace is not None:
+                    continue
+                for op in g:
+                    if op.namespace == dst_ns and (inherited == dst_ns):
+                        op.namespace = None
+
+
+def _select(rules: list[Rule], include: Sequence[str], exclude: Sequence[str]) -> list[Rule]:
+    """Untagged rules always apply; with ``include`` tags given, a tagged rule applies only if it has one of them;
+    a rule with an ``exclude`` tag never applies."""
+    inc, exc = set(include), set(exclude)
+    out = []
+    for r in rules:
+        tags = set(r.tags)
+        if tags & exc:
+            continue
+        if inc and tags and not (tags & inc):
+            continue
+        out.append(r)
+    return out
+
+
+def _index(port: Port) -> int:
+    owner = port.owner
+    if owner is None:
+        return -1
+    ports = owner.input_ports if isinstance(port, InputPort) else owner.output_ports
+    try:
+        return ports.index(port.name)  # type: ignore[arg-type]
+    except KeyError:
+        return -1
+
+
+def apply_table(graph: Graph, table: MappingTable, registry: NamespaceRegistry | None = None, **options: Any
+                ) -> ApplyReport:
+    """Apply one table to ``graph`` in place (see :meth:`Converter.apply` for the options)."""
+    return Converter(registry).apply(graph, table, **options)
+

@@ -1,0 +1,511 @@
+"""Subgraph matching: find where a rule's matcher fits in a graph.
+
+A pattern is a set of op patterns joined by edges.  The search starts from an *anchor* op pattern (one with a
+literal type, taken from an index of the graph's ops by type, in topological order) and grows the match along
+the pattern's edges through the graph's O(1) producer/consumer links, so for a pattern of bounded size the cost
+grows linearly with the graph.  Op patterns not joined to the anchor by edges are looked up in the type index.
+
+Semantics (``docs/mapping-tables.md``):
+
+* an op pattern matches an op of the table's source namespace that no other op of the same match took, whose
+  type, name and attributes fit (a missing attribute takes its schema default), and whose listed ports exist;
+* a pattern edge ``$a.x -> $b.y`` needs that data edge (``^control`` for a control edge); port names resolve
+  by name, by position (``in1``, ``out0``) or through the op's schema (``self`` is the first input);
+* ``commutative`` (per op, per rule, or ``true`` to use the op schema's list) lets edges into an op's
+  commutative inputs match in any order;
+* ``$name`` captures an op, a port or a value; a value captured twice must be equal;
+* expressions (``${...}``) are checked once every op is bound, so they may use every variable; ``where`` is
+  checked last.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Match", "MatchContext", "find_matches", "match_at", "resolve_port"]
+
+import itertools
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import attrs
+
+from ..ir.compare import values_equal
+from ..ir.graph import Graph, InputPort, Op, Port
+from ..namespace.schema import NO_DEFAULT, OpSchema
+from .expr import ExpressionError
+from .table import EdgeSpec, OpPattern, Pattern, PortPattern, Rule, ValueSpec
+from .views import GraphView, OpView, PortView
+
+
+@attrs.define
+class Match:
+    """One place where a pattern fits: pattern keys to ops, and what the variables captured."""
+
+    graph: Graph
+    ops: dict[str, Op]
+    ports: dict[str, Port] = attrs.field(factory=dict)
+    groups: dict[str, list[Port]] = attrs.field(factory=dict)
+    values: dict[str, Any] = attrs.field(factory=dict)
+    portmap: dict[tuple[str, str, str], Port] = attrs.field(factory=dict)
+    rule: Rule | None = None
+
+    @property
+    def all_ops(self) -> list[Op]:
+        seen: dict[Op, None] = {}
+        for op in self.ops.values():
+            seen[op] = None
+        return list(seen)
+
+    def describe(self) -> str:
+        return ", ".join(f"{k}={op.name}" for k, op in self.ops.items())
+
+
+@attrs.define
+class MatchContext:
+    """What matching needs to know besides the graph: which ops are in the source namespace, their schemas,
+    how to parse dtypes, and the helper functions expressions may call."""
+
+    in_namespace: Callable[[Op], bool] = lambda op: True
+    schema_of: Callable[[Op], OpSchema | None] = lambda op: None
+    parse_dtype: Callable[[Port], Any] = lambda port: port.dtype
+    library: Mapping[str, Any] = attrs.field(factory=dict)
+
+    def env(self, graph: Graph, match: Match, pattern: Pattern | None = None) -> dict[str, Any]:
+        """The names expressions see for a match."""
+        env: dict[str, Any] = dict(self.library)
+        env["graph"] = GraphView(graph, self.parse_dtype)
+        for key, op in match.ops.items():
+            var = pattern.var_of(key) if pattern is not None and key in pattern.ops else None
+            if var is None and key.startswith("$"):
+                var = key[1:]  # graph-regex anchors are keyed "$name"
+            if var is not None:
+                env[var] = OpView(op, self.parse_dtype)
+        for name, port in match.ports.items():
+            env[name] = PortView(port, self.parse_dtype)
+        for name, ports in match.groups.items():
+            env[name] = [PortView(p, self.parse_dtype) for p in ports]
+        env.update(match.values)
+        return env
+
+
+# --------------------------------------------------------------------------- ports
+
+
+def _positional(name: str, prefix: str) -> int | None:
+    if name.startswith(prefix) and name[len(prefix):].isdigit():
+        return int(name[len(prefix):])
+    return None
+
+
+def resolve_port(op: Op, name: str, kind: str, schema: OpSchema | None) -> Port | None:
+    """The port of ``op`` that ``name`` means: ``kind`` is "in" or "out".
+
+    By name first; then ``in<i>`` / ``out<i>`` as the i-th port; then a schema slot name as the port at that
+    slot's position (for ops whose ports carry positional names)."""
+    ports = op.input_ports if kind == "in" else op.output_ports
+    p = ports.get(name)
+    if p is not None:
+        return p
+    pos = _positional(name, kind)
+    if pos is not None:
+        return ports[pos] if pos < len(ports) else None
+    if schema is not None:
+        slots = schema.input_ports if kind == "in" else schema.output_ports
+        for i, slot in enumerate(slots):
+            if slot.variadic:
+                break
+            if slot.name == name:
+                return ports[i] if i < len(ports) and _positional(ports[i].name, kind) is not None else None
+    return None
+
+
+def group_ports(op: Op, name: str, kind: str, schema: OpSchema | None) -> list[Port]:
+    """The ports of a variadic group ``name*``: ``name_0``, ``name_1`` ... in order (or, for ops with positional
+    port names, every port from the schema's variadic slot on)."""
+    ports = op.input_ports if kind == "in" else op.output_ports
+    numbered = []
+    prefix = name + "_"
+    for p in ports:
+        if p.name.startswith(prefix) and p.name[len(prefix):].isdigit():
+            numbered.append((int(p.name[len(prefix):]), p))
+    if numbered:
+        return [p for _, p in sorted(numbered, key=lambda t: t[0])]
+    if name in ports:
+        return [ports[name]]
+    if name in ("in", "out") or (schema is None and name == kind):
+        return list(ports)
+    if schema is not None:
+        slots = schema.input_ports if kind == "in" else schema.output_ports
+        for i, slot in enumerate(slots):
+            if slot.name == name and slot.variadic:
+                return [p for p in list(ports)[i:] if _positional(p.name, kind) is not None]
+    return []
+
+
+def _commutative_ports(op: Op, pat: OpPattern, rule_comm: bool, schema: OpSchema | None) -> tuple[str, ...]:
+    if isinstance(pat.commutative, tuple):
+        return pat.commutative
+    if pat.commutative or rule_comm:
+        if schema is not None and schema.commutative:
+            return tuple(schema.commutative)
+    return ()
+
+
+# --------------------------------------------------------------------------- matching
+
+
+class _Search:
+    def __init__(self, graph: Graph, pattern: Pattern, ctx: MatchContext, rule: Rule | None,
+                 taken: Callable[[Op], bool]) -> None:
+        self.graph = graph
+        self.pattern = pattern
+        self.ctx = ctx
+        self.rule = rule
+        self.taken = taken
+        self.rule_comm = bool(rule.commutative) if rule is not None else False
+        self.order = _plan(pattern)
+        self.schemas: dict[Op, OpSchema | None] = {}
+
+    def schema(self, op: Op) -> OpSchema | None:
+        try:
+            return self.schemas[op]
+        except KeyError:
+            s = self.schemas[op] = self.ctx.schema_of(op)
+            return s
+
+    # -- literal checks while searching; expressions wait until every op is bound
+    def op_fits(self, op: Op, pat: OpPattern, m: Match, deferred: list[tuple[ValueSpec, Any, Op]]) -> bool:
+        if op.graph is not self.graph or self.taken(op) or not self.ctx.in_namespace(op):
+            return False
+        if any(o is op for o in m.ops.values()):
+            return False
+        if pat.type is not None and not self.value_fits(pat.type, op.type, op, m, deferred):
+            return False
+        if pat.name is not None and not self.value_fits(pat.name, op.name, op, m, deferred):
+            return False
+        if pat.attrs:
+            schema = self.schema(op)
+            for name, spec in pat.attrs.items():
+                if name in op.attrs:
+                    value = op.attrs[name]
+                else:
+                    a = schema.attr(name) if schema is not None else None
+                    if a is None or a.default is NO_DEFAULT:
+                        if spec.kind == "expr":
+                            value = None
+                        else:
+                            return False
+                    else:
+                        value = a.default
+                if not self.value_fits(spec, value, op, m, deferred):
+                    return False
+        for plist, kind in ((pat.inputs, "in"), (pat.outputs, "out")):
+            if plist and not self.ports_fit(op, pat, plist, kind, m, deferred):
+                return False
+        return True
+
+    def value_fits(self, spec: ValueSpec, value: Any, op: Op, m: Match, deferred: list[tuple[ValueSpec, Any, Op]]
+                   ) -> bool:
+        if spec.kind == "literal":
+            lit = spec.value
+            if isinstance(lit, list) and not isinstance(value, list):
+                return any(values_equal(value, x) for x in lit)  # alternatives: type: [Add, Sub]
+            return values_equal(value, lit)
+        if spec.kind == "var":
+            name = spec.value
+            if name in m.values:
+                return values_equal(m.values[name], value) or str(m.values[name]) == str(value)
+            m.values[name] = value
+            return True
+        deferred.append((spec, value, op))
+        return True
+
+    def ports_fit(self, op: Op, pat: OpPattern, plist: tuple[PortPattern, ...], kind: str, m: Match,
+                  deferred: list[tuple[ValueSpec, Any, Op]]) -> bool:
+        ports = op.input_ports if kind == "in" else op.output_ports
+        schema = self.schema(op)
+        for pp in plist:
+            if pp.group:
+                name = pp.name if pp.name is not None else pp.var
+                members = group_ports(op, pp.name or "", kind, schema) if pp.name else list(ports)[pp.position:]
+                if not members and not pp.optional:
+                    return False
+                if pp.var:
+                    m.groups[pp.var] = members
+                m.portmap[(pat.key, kind, f"{name}*")] = members[0] if members else None  # type: ignore[assignment]
+                continue
+            port: Port | None
+            if pp.var is not None:
+                port = ports[pp.position] if pp.position < len(ports) else None
+            else:
+                assert pp.name is not None
+                port = resolve_port(op, pp.name, kind, schema)
+            if port is None:
+                if pp.optional:
+                    continue
+                return False
+            if pp.var is not None:
+                if pp.var in m.ports and m.ports[pp.var] is not port:
+                    return False
+                m.ports[pp.var] = port
+            if pp.name is not None:
+                m.portmap[(pat.key, kind, pp.name)] = port
+            if pp.dtype is not None:
+                dtype = self.ctx.parse_dtype(port) if port.dtype is not None else None
+                if pp.dtype.kind == "literal":
+                    if str(port.dtype) != str(pp.dtype.value):
+                        return False
+                elif not self.value_fits(pp.dtype, dtype, op, m, deferred):
+                    return False
+        return True
+
+    # -- edges
+    def end_ports(self, m: Match, key: str, port: str, port_var: str | None, kind: str, group: bool) -> list[Port]:
+        """The ports an edge end may be (several for commutative inputs)."""
+        op = m.ops[key]
+        if port_var is not None:
+            p = m.ports.get(port_var)
+            return [p] if p is not None else []
+        if group:
+            return group_ports(op, port, kind, self.schema(op))
+        fixed = m.portmap.get((key, kind, port))
+        if fixed is not None:
+            return [fixed]
+        p = resolve_port(op, port, kind, self.schema(op))
+        if port == "^control":
+            return []
+        if kind == "in":
+            comm = _commutative_ports(op, self.pattern.ops[key], self.rule_comm, self.schema(op))
+            if p is not None and p.name in comm or port in comm:
+                alts = [resolve_port(op, c, kind, self.schema(op)) for c in comm]
+                return [a for a in alts if a is not None]
+        return [p] if p is not None else []
+
+    def edges_fit(self, m: Match, edges: Sequence[EdgeSpec]) -> Iterator[Match]:
+        """Every way the pattern edges among bound ops hold (commutative inputs may give several)."""
+        if not edges:
+            yield m
+            return
+        e, rest = edges[0], edges[1:]
+        a, b = m.ops[e.src.op], m.ops[e.dst.op]
+        if e.control:
+            if b in a.control_outputs:
+                yield from self.edges_fit(m, rest)
+            return
+        srcs = self.end_ports(m, e.src.op, e.src.port, e.src.port_var, "out", e.src.group)
+        dsts = self.end_ports(m, e.dst.op, e.dst.port, e.dst.port_var, "in", e.dst.group)
+        if e.src.group or e.dst.group:
+            if srcs and len(srcs) == len(dsts) and all(isinstance(d, InputPort) and d.source is s
+                                                        for s, d in zip(srcs, dsts)):
+                yield from self.edges_fit(m, rest)
+            return
+        used = set(id(p) for p in m.portmap.values() if isinstance(p, InputPort))
+        for s in srcs:
+            for d in dsts:
+                if not isinstance(d, InputPort) or d.source is not s:
+                    continue
+                key = (e.dst.op, "in", e.dst.port)
+                if e.dst.port_var is None and key not in m.portmap and id(d) in used:
+                    continue
+                if len(dsts) > 1 and e.dst.port_var is None:
+                    m2 = attrs.evolve(m, portmap=dict(m.portmap))
+                    m2.portmap[key] = d
+                    yield from self.edges_fit(m2, rest)
+                else:
+                    yield from self.edges_fit(m, rest)
+                    return
+
+    # -- growing a match
+    def candidates(self, i: int, m: Match, index: Mapping[str | None, list[Op]]) -> Iterator[Op]:
+        key, via = self.order[i]
+        if via is None:
+            pat = self.pattern.ops[key]
+            if pat.type is not None and pat.type.kind == "literal":
+                types = pat.type.value if isinstance(pat.type.value, list) else [pat.type.value]
+                for t in types:
+                    yield from index.get(t, ())
+            else:
+                for ops in index.values():
+                    yield from ops
+            return
+        e, known_is_src = via
+        if e.control:
+            if known_is_src:
+                yield from m.ops[e.src.op].control_outputs
+            else:
+                yield from m.ops[e.dst.op].control_inputs
+            return
+        if known_is_src:
+            seen: set[int] = set()
+            for s in self.end_ports(m, e.src.op, e.src.port, e.src.port_var, "out", e.src.group):
+                for c in s.consumers:  # type: ignore[attr-defined]
+                    o = c.op
+                    if o is not None and id(o) not in seen:
+                        seen.add(id(o))
+                        yield o
+            return
+        known = m.ops[e.dst.op]
+        if e.dst.port_var is not None or e.dst.group:
+            dsts = self.end_ports(m, e.dst.op, e.dst.port, e.dst.port_var, "in", e.dst.group)
+        else:
+            dsts = self.end_ports(m, e.dst.op, e.dst.port, None, "in", False)
+            if not dsts:
+                dsts = [p for p in known.input_ports]
+        seen = set()
+        for d in dsts:
+            src = d.source  # type: ignore[attr-defined]
+            if src is not None and src.op is not None and id(src.op) not in seen:
+                seen.add(id(src.op))
+                yield src.op
+
+    def grow(self, i: int, m: Match, deferred: list[tuple[ValueSpec, Any, Op]],
+             index: Mapping[str | None, list[Op]]) -> Iterator[Match]:
+        if i == len(self.order):
+            yield from self.finish(m, deferred)
+            return
+        key, _ = self.order[i]
+        pat = self.pattern.ops[key]
+        for op in self.candidates(i, m, index):
+            m2 = attrs.evolve(m, ops=dict(m.ops), ports=dict(m.ports), groups=dict(m.groups),
+                              values=dict(m.values), portmap=dict(m.portmap))
+            d2 = list(deferred)
+            if not self.op_fits(op, pat, m2, d2):
+                continue
+            m2.ops[key] = op
+            bound = set(m2.ops)
+            ready = [e for e in self.pattern.edges
+                     if e.src.op in bound and e.dst.op in bound and (e.src.op == key or e.dst.op == key)]
+            for m3 in self.edges_fit(m2, ready):
+                yield from self.grow(i + 1, m3, d2, index)
+
+    def finish(self, m: Match, deferred: list[tuple[ValueSpec, Any, Op]]) -> Iterator[Match]:
+        if deferred or self.pattern.where is not None:
+            env = self.ctx.env(self.graph, m, self.pattern)
+            for spec, value, op in deferred:
+                env["op"] = OpView(op, self.ctx.parse_dtype)
+                env["value"] = value
+                try:
+                    ok = spec.value.evaluate(env)
+                except ExpressionError as e:
+                    raise _with_rule(e, self.rule, m) from None
+                if not ok:
+                    return
+            if self.pattern.where is not None:
+                env.pop("value", None)
+                last = list(m.ops.values())[-1]
+                env["op"] = OpView(last, self.ctx.parse_dtype)
+                try:
+                    if not self.pattern.where.evaluate(env):
+                        return
+                except ExpressionError as e:
+                    raise _with_rule(e, self.rule, m) from None
+        m.ops = {k: m.ops[k] for k in self.pattern.ops}  # declaration order
+        yield m
+
+
+def _with_rule(e: ExpressionError, rule: Rule | None, m: Match) -> ExpressionError:
+    name = rule.name if rule is not None else None
+    return ExpressionError(f"{e.reason} (matching ops {m.describe()})", e.location, name)
+
+
+def _plan(pattern: Pattern) -> list[tuple[str, tuple[EdgeSpec, bool] | None]]:
+    """Order in which op patterns are bound: an anchor with a literal type first, then along edges."""
+    keys = list(pattern.ops)
+    degree = {k: 0 for k in keys}
+    for e in pattern.edges:
+        degree[e.src.op] += 1
+        degree[e.dst.op] += 1
+
+    def anchor_score(k: str) -> tuple[int, int, int]:
+        t = pattern.ops[k].type
+        literal = t is not None and t.kind == "literal"
+        return (0 if literal else 1, -degree[k], keys.index(k))
+
+    order: list[tuple[str, tuple[EdgeSpec, bool] | None]] = []
+    placed: set[str] = set()
+    remaining = set(keys)
+    while remaining:
+        start = min(remaining, key=anchor_score)
+        order.append((start, None))
+        placed.add(start)
+        remaining.discard(start)
+        grew = True
+        while grew:
+            grew = False
+            for e in pattern.edges:
+                if e.src.op in placed and e.dst.op not in placed:
+                    order.append((e.dst.op, (e, True)))
+                    placed.add(e.dst.op)
+                    remaining.discard(e.dst.op)
+                    grew = True
+                elif e.dst.op in placed and e.src.op not in placed:
+                    order.append((e.src.op, (e, False)))
+                    placed.add(e.src.op)
+                    remaining.discard(e.src.op)
+                    grew = True
+    return order
+
+
+def type_index(graph: Graph) -> dict[str | None, list[Op]]:
+    """Ops by type, each list in topological order (insertion order if the graph has a cycle)."""
+    from ..errors import GraphCycleError
+
+    try:
+        order: Sequence[Op] = graph.topological_order()
+    except GraphCycleError:
+        order = list(graph)
+    index: dict[str | None, list[Op]] = {}
+    for op in order:
+        index.setdefault(op.type, []).append(op)
+    return index
+
+
+def match_at(graph: Graph, pattern: Pattern, anchor: Op, ctx: MatchContext, rule: Rule | None = None,
+             taken: Callable[[Op], bool] = lambda op: False,
+             index: Mapping[str | None, list[Op]] | None = None) -> Match | None:
+    """The first match whose anchor op is ``anchor`` (None if there is none)."""
+    search = _Search(graph, pattern, ctx, rule, taken)
+    key = search.order[0][0]
+    pat = pattern.ops[key]
+    m = Match(graph, {}, rule=rule)
+    deferred: list[tuple[ValueSpec, Any, Op]] = []
+    if not search.op_fits(anchor, pat, m, deferred):
+        return None
+    m.ops[key] = anchor
+    ready = [e for e in pattern.edges if e.src.op == key and e.dst.op == key]
+    idx = index if index is not None else (type_index(graph) if len(search.order) > 1 else {})
+    for m2 in search.edges_fit(m, ready):
+        for found in search.grow(1, m2, deferred, idx):
+            return found
+    return None
+
+
+def anchor_candidates(graph: Graph, pattern: Pattern, index: Mapping[str | None, list[Op]]) -> list[Op]:
+    """The ops a search for ``pattern`` starts from, in topological order."""
+    key = _plan(pattern)[0][0]
+    pat = pattern.ops[key]
+    if pat.type is not None and pat.type.kind == "literal":
+        types = pat.type.value if isinstance(pat.type.value, list) else [pat.type.value]
+        if len(types) == 1:
+            return list(index.get(types[0], ()))
+        wanted = set(types)
+        return [op for op in itertools.chain.from_iterable(index.values()) if op.type in wanted]
+    return [op for ops in index.values() for op in ops]
+
+
+def find_matches(graph: Graph, pattern: Pattern, ctx: MatchContext | None = None, *, rule: Rule | None = None,
+                 overlapping: bool = False) -> list[Match]:
+    """Every match of ``pattern`` in ``graph`` (not nested graphs), one per anchor op, in topological order of
+    the anchors; unless ``overlapping``, a match sharing an op with an earlier one is left out."""
+    ctx = ctx or MatchContext()
+    index = type_index(graph)
+    used: set[Op] = set()
+    out = []
+    for anchor in anchor_candidates(graph, pattern, index):
+        if not overlapping and anchor in used:
+            continue
+        m = match_at(graph, pattern, anchor, ctx, rule, (lambda op: op in used) if not overlapping else
+                     (lambda op: False), index)
+        if m is not None:
+            out.append(m)
+            if not overlapping:
+                used.update(m.all_ops)
+    return out

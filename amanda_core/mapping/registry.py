@@ -1,0 +1,50 @@
+"""Tables registered by plugins (the ``amanda_mapping_tables`` hook): table objects or paths to YAML files.
+
+Tables installed by plugins are trusted to run expressions.  A table declared ``bidirectional`` also registers its
+derived reverse.  Loading happens once per registry, on first use.
+"""
+
+from __future__ import annotations
+
+__all__ = ["registered_tables"]
+
+import os
+from typing import Any
+
+from ..errors import PluginError
+from .reverse import reverse_table
+from .table import MappingTable, TableError, load_table
+
+_CACHE: dict[int, tuple[Any, list[MappingTable]]] = {}
+
+
+def registered_tables(registry: Any = None) -> list[MappingTable]:
+    """Every table the loaded plugins registered, in plugin order (reverses of bidirectional tables after them)."""
+    if registry is None:
+        from ..plugin.manager import registry as current
+
+        registry = current()
+    cached = _CACHE.get(id(registry))
+    if cached is not None and cached[0] is registry:
+        return list(cached[1])
+    out: list[MappingTable] = []
+    for item, plugin in registry.tables:
+        if isinstance(item, MappingTable):
+            table = item
+        elif isinstance(item, (str, os.PathLike)):
+            try:
+                table = load_table(item, trusted=True)
+            except TableError as e:
+                raise PluginError(f"plugin {plugin!r} registered a broken table: {e}") from e
+        else:
+            raise PluginError(f"plugin {plugin!r} registered {item!r}, which is neither a MappingTable nor a path")
+        table.plugin = table.plugin or plugin
+        out.append(table)
+        if table.bidirectional:
+            try:
+                out.append(reverse_table(table))
+            except TableError as e:
+                raise PluginError(f"plugin {plugin!r}: table {table.name!r} is bidirectional but {e}") from e
+    _CACHE.clear()
+    _CACHE[id(registry)] = (registry, out)
+    return list(out)

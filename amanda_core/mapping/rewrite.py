@@ -1,0 +1,507 @@
+"""Rewriting a match with a rule's mapper.
+
+The design's rules, and how the gaps it leaves are closed (``docs/mapping-tables.md``):
+
+* a key in both matcher and mapper names the matched op, updated in place (type, attributes, name, ports);
+  a key only in the matcher names an op that is removed; a key only in the mapper names a new op;
+* mapper edges between mapper ops are created;
+* **edges at the boundary of a match** are carried by mapper edges that name a matched op's ports:
+  ``$m.in0 -> new.a`` - the value that fed ``$m.in0`` now feeds ``new.a``;
+  ``new.product -> $m.out0`` - whatever read ``$m.out0`` now reads ``new.product``;
+  ``$m.in0 -> $m.out0`` - readers of ``out0`` read what fed ``in0`` (a bypass);
+  ``$c.inputs* -> new.values*`` - a variadic group, element by element;
+* when one op is replaced by one op and the mapper says nothing about its ports, its edges are carried by
+  position: input *i* to the new op's input slot *i*, output *j* to output slot *j* (slots from the target
+  schema), so ``aten::matmul(in0, in1) -> out0`` becomes ``MatMul(a, b) -> product``;
+* a removed op whose output is read outside the match and not carried makes the match invalid (containment):
+  the rewrite is skipped and the graph is untouched;
+* control edges of removed ops move to the new ops that start (control inputs) and end (control outputs) the
+  rewritten region;
+* an op whose type changes keeps only the attributes the mapper gives (``keep_attrs`` keeps others); an op
+  whose type stays keeps its attributes and the mapper's override them;
+* every new or updated op records ``(table, rule)`` in ``provenance`` and carries the target namespace.
+"""
+
+from __future__ import annotations
+
+__all__ = ["RewriteContext", "Rewrite", "MappingError", "apply_template", "default_ports"]
+
+from typing import Any, Callable, Sequence
+
+import attrs
+
+from ..errors import AmandaError, GraphError
+from ..ir.graph import Graph, InputPort, Op, OutputPort, Port
+from ..namespace.names import parse_namespace
+from ..namespace.schema import NO_DEFAULT, NamespaceSchema, OpSchema, PortSchema
+from .expr import ExpressionError
+from .match import Match, MatchContext, group_ports, resolve_port
+from .table import EdgeRef, EdgeSpec, OpTemplate, Rule, ValueSpec
+from .views import OpView
+
+
+class MappingError(AmandaError):
+    """A rule that cannot be applied, or whose result breaks the graph; names table, rule and ops."""
+
+    def __init__(self, message: str, table: str | None = None, rule: str | None = None,
+                 ops: Sequence[str] = ()) -> None:
+        self.reason = message
+        self.table = table
+        self.rule = rule
+        self.ops = tuple(ops)
+        where = ""
+        if table:
+            where += f"table {table!r}"
+        if rule:
+            where += f"{', ' if where else ''}rule {rule!r}"
+        if ops:
+            where += f"{' ' if where else ''}(ops {', '.join(ops[:8])}{' ...' if len(ops) > 8 else ''})"
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+@attrs.define
+class RewriteContext:
+    table: str
+    dst_namespace: str
+    dst_schema: NamespaceSchema | None
+    match_ctx: MatchContext
+    same_family: bool = False
+    src_schema_of: Callable[[Op], OpSchema | None] = lambda op: None
+
+
+@attrs.define
+class Rewrite:
+    """What one application of a rule did."""
+
+    created: list[Op] = attrs.field(factory=list)
+    updated: list[Op] = attrs.field(factory=list)
+    removed: list[str] = attrs.field(factory=list)
+
+
+def _eval(spec: ValueSpec | None, env: dict[str, Any], rule: Rule, match: Match) -> Any:
+    if spec is None:
+        return None
+    if spec.kind == "literal":
+        return spec.value
+    if spec.kind == "var":
+        name = spec.value
+        if name not in env:
+            raise MappingError(f"the mapper uses ${name}, which the matcher did not bind", None, rule.name,
+                               [o.name for o in match.all_ops])
+        value = env[name]
+        return value._op.name if isinstance(value, OpView) else value
+    try:
+        return spec.value.evaluate(env)
+    except ExpressionError as e:
+        where = f"{e.location}: " if e.location is not None else ""
+        raise MappingError(f"{where}{e.reason} (matched {match.describe()})", None, rule.name,
+                           [o.name for o in match.all_ops]) from None
+
+
+def _as_dtype_text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def default_ports(schema: OpSchema | None, kind: str, wanted: set[str], count: int = 0) -> list[str]:
+    """Port names for a new op: the schema's slots in order, up to the last one that is required, referenced
+    (``wanted``) or needed to place ``count`` positional ports; variadic slots numbered as referenced."""
+    if schema is None:
+        return []
+    slots: tuple[PortSchema, ...] = schema.input_ports if kind == "in" else schema.output_ports
+    names: list[str] = []
+    last_needed = -1
+    for i, s in enumerate(slots):
+        if s.variadic:
+            break
+        if (not s.optional and s.default is NO_DEFAULT) or s.name in wanted or i < count:
+            last_needed = i
+    for i, s in enumerate(slots):
+        if s.variadic:
+            prefix = s.name + "_"
+            numbered = sorted(int(w[len(prefix):]) for w in wanted if w.startswith(prefix)
+                              and w[len(prefix):].isdigit())
+            extra = max(count - i, 0)
+            top = max([n + 1 for n in numbered] + [extra, s.min_count if s.min_count > 0 else 0])
+            names.extend(f"{s.name}_{k}" for k in range(top))
+            break
+        if i <= last_needed:
+            names.append(s.name)
+    return names
+
+
+class _Applier:
+    def __init__(self, graph: Graph, match: Match, rule: Rule, ctx: RewriteContext) -> None:
+        self.g = graph
+        self.m = match
+        self.rule = rule
+        self.ctx = ctx
+        self.t = rule.dst
+        self.env = ctx.match_ctx.env(graph, match, rule.src)
+        matched = list(match.ops)
+        self.kept = {k: match.ops[k] for k in matched if k in self.t.ops}
+        self.removed = {k: match.ops[k] for k in matched if k not in self.t.ops}
+        self.removed_set = set(self.removed.values())
+        self.new_keys = [k for k in self.t.ops if k not in match.ops]
+        self.new: dict[str, Op] = {}
+        last = match.ops[matched[-1]] if matched else None
+        self.default_op = OpView(last, ctx.match_ctx.parse_dtype) if last is not None else None
+
+    def fail(self, message: str) -> MappingError:
+        return MappingError(message, self.ctx.table, self.rule.name, [o.name for o in self.m.all_ops])
+
+    def env_for(self, key: str) -> dict[str, Any]:
+        env = self.env
+        op = self.m.ops.get(key)
+        env["op"] = OpView(op, self.ctx.match_ctx.parse_dtype) if op is not None else self.default_op
+        return env
+
+    def dst_schema(self, op_type: str | None) -> OpSchema | None:
+        if self.ctx.dst_schema is None or op_type is None:
+            return None
+        return self.ctx.dst_schema.get(op_type)
+
+    # -- classifying edge ends
+    def source_of(self, ref: EdgeRef) -> list[Port | None]:
+        """Value sources an edge end stands for (one per group element; None = an unfed optional input)."""
+        if ref.op in self.new:
+            op = self.new[ref.op]
+            if ref.group:
+                return list(group_ports(op, ref.port, "out", self.dst_schema(op.type)))
+            return [self.port_of_new(op, ref.port, "out")]
+        found = self.m.ops.get(ref.op)
+        if found is None:
+            raise self.fail(f"edge end {ref} names no op of the match or the mapper")
+        op = found
+        schema = self.ctx.src_schema_of(op) if op in self.removed_set else self.dst_schema(op.type)
+        if ref.port_var is not None:
+            ports: list[Port] = [self.m.ports[ref.port_var]]
+        elif ref.group:
+            ports = group_ports(op, ref.port, "in", schema) or group_ports(op, ref.port, "out", schema)
+        else:
+            p = resolve_port(op, ref.port, "out", schema) or resolve_port(op, ref.port, "in", schema)
+            if p is None:
+                raise self.fail(f"edge end {ref}: op {op.name!r} has no port {ref.port!r}")
+            ports = [p]
+        out: list[Port | None] = []
+        for p in ports:
+            if isinstance(p, InputPort):
+                out.append(p.source)  # the value that fed it
+            else:
+                if op in self.removed_set:
+                    raise self.fail(f"edge end {ref}: {op.name}.{p.name} is an output of an op the rule removes")
+                out.append(p)
+        return out
+
+    def targets_of(self, ref: EdgeRef) -> list[tuple[str, Port]]:
+        """What an edge's target end stands for: ("in", input port) or ("readers", output port)."""
+        if ref.op in self.new:
+            op = self.new[ref.op]
+            if ref.group:
+                return [("in", p) for p in group_ports(op, ref.port, "in", self.dst_schema(op.type))]
+            return [("in", self.port_of_new(op, ref.port, "in"))]
+        op = self.m.ops[ref.op]
+        kept = op not in self.removed_set
+        schema = self.dst_schema(op.type) if kept else self.ctx.src_schema_of(op)
+        if ref.port_var is not None:
+            ports: list[Port] = [self.m.ports[ref.port_var]]
+        elif ref.group:
+            ports = group_ports(op, ref.port, "out", schema) or group_ports(op, ref.port, "in", schema)
+        else:
+            p = (resolve_port(op, ref.port, "in", schema) if kept else None) or resolve_port(op, ref.port, "out",
+                                                                                              schema)
+            if p is None:
+                raise self.fail(f"edge end {ref}: op {op.name!r} has no port {ref.port!r}")
+            ports = [p]
+        out: list[tuple[str, Port]] = []
+        for p in ports:
+            if isinstance(p, OutputPort):
+                out.append(("readers", p))
+            elif kept:
+                out.append(("in", p))
+            else:
+                raise self.fail(f"edge end {ref}: {op.name}.{p.name} is an input of an op the rule removes")
+        return out
+
+    def port_of_new(self, op: Op, name: str, kind: str) -> Port:
+        p = resolve_port(op, name, kind, self.dst_schema(op.type))
+        if p is not None:
+            return p
+        return op.add_input_port(name) if kind == "in" else op.add_output_port(name)
+
+    # -- containment
+    def carried_outputs(self) -> set[int]:
+        carried: set[int] = set()
+        for e in self.t.edges:
+            if e.control or e.dst.op not in self.m.ops:
+                continue
+            op = self.m.ops[e.dst.op]
+            if op not in self.removed_set:
+                continue
+            schema = self.ctx.src_schema_of(op)
+            if e.dst.port_var is not None:
+                carried.add(id(self.m.ports[e.dst.port_var]))
+            elif e.dst.group:
+                carried.update(id(p) for p in group_ports(op, e.dst.port, "out", schema))
+            else:
+                p = resolve_port(op, e.dst.port, "out", schema)
+                if p is not None:
+                    carried.add(id(p))
+        return carried
+
+    def positional(self) -> bool:
+        """One op replaced by one op, and the mapper names none of its ports: carry edges by position."""
+        if len(self.removed) != 1 or len(self.new_keys) != 1 or self.kept:
+            return False
+        (rkey,) = self.removed
+        return not any(e.src.op == rkey or e.dst.op == rkey for e in self.t.edges)
+
+    def contained(self) -> bool:
+        if self.positional():
+            return True
+        carried = self.carried_outputs()
+        matched = set(self.m.ops.values())
+        for op in self.removed.values():
+            for q in op.output_ports:
+                outer = [c for c in q.consumers if c.op not in matched]
+                if outer and id(q) not in carried:
+                    return False
+        return True
+
+    # -- building
+    def new_name(self, key: str, tpl: OpTemplate) -> str:
+        if tpl.name is not None:
+            name = _eval(tpl.name, self.env_for(key), self.rule, self.m)
+            if not isinstance(name, str) or not name:
+                raise self.fail(f"mapper op {key!r}: the name expression gave {name!r}, not a non-empty string")
+        elif tpl.var is None:
+            name = key
+        else:
+            anchor = next(iter(self.m.ops.values()), None)
+            name = f"{anchor.name}_{tpl.var}" if anchor is not None else tpl.var
+        return self.g.unique_name(name)
+
+    def attrs_of(self, key: str, tpl: OpTemplate) -> dict[str, Any]:
+        env = self.env_for(key)
+        out = {}
+        for name, spec in tpl.attrs.items():
+            value = _eval(spec, env, self.rule, self.m)
+            if value is not None or spec.kind == "literal":
+                out[name] = value
+        return out
+
+    def create(self) -> None:
+        wanted_in: dict[str, set[str]] = {k: set() for k in self.new_keys}
+        wanted_out: dict[str, set[str]] = {k: set() for k in self.new_keys}
+        for e in self.t.edges:
+            if e.control:
+                continue
+            if e.src.op in wanted_out:
+                wanted_out[e.src.op].add(e.src.port)
+            if e.dst.op in wanted_in:
+                wanted_in[e.dst.op].add(e.dst.port)
+        count_in = count_out = 0
+        if self.positional():
+            (r,) = self.removed.values()
+            count_in, count_out = len(r.input_ports), len(r.output_ports)
+        for key in self.new_keys:
+            tpl = self.t.ops[key]
+            env = self.env_for(key)
+            op_type = _eval(tpl.type, env, self.rule, self.m) if tpl.type is not None else None
+            if op_type is None:
+                raise self.fail(f"mapper op {key!r} creates an op, so it needs a 'type'")
+            op = self.g.add_op(str(op_type), self.new_name(key, tpl), attrs=self.attrs_of(key, tpl),
+                               namespace=self.ctx.dst_namespace)
+            op.provenance = (self.ctx.table, self.rule.name)
+            for mk, spec in tpl.meta.items():
+                op.meta[mk] = _eval(spec, env, self.rule, self.m)
+            schema = self.dst_schema(op.type)
+            if tpl.inputs is not None:
+                for pname, dt in tpl.inputs:
+                    op.add_input_port(pname, _as_dtype_text(_eval(dt, env, self.rule, self.m)))
+            else:
+                for pname in default_ports(schema, "in", wanted_in[key], count_in):
+                    op.add_input_port(pname)
+            if tpl.outputs is not None:
+                for pname, dt in tpl.outputs:
+                    op.add_output_port(pname, _as_dtype_text(_eval(dt, env, self.rule, self.m)))
+            else:
+                for pname in default_ports(schema, "out", wanted_out[key], count_out):
+                    op.add_output_port(pname)
+            self.new[key] = op
+
+    def update(self) -> None:
+        for key, op in self.kept.items():
+            tpl = self.t.ops[key]
+            env = self.env_for(key)
+            old_type = op.type
+            new_type = _eval(tpl.type, env, self.rule, self.m) if tpl.type is not None else old_type
+            given = self.attrs_of(key, tpl)
+            keep = tpl.keep_attrs if tpl.keep_attrs is not None else (new_type == old_type)
+            if keep is True:
+                attrs_new = dict(op.attrs)
+            elif keep:
+                attrs_new = {k: v for k, v in op.attrs.items() if k in keep}
+            else:
+                attrs_new = {}
+            attrs_new.update(given)
+            for mk, spec in tpl.meta.items():
+                op.meta[mk] = _eval(spec, env, self.rule, self.m)
+            if tpl.name is not None:
+                self.g.rename_op(op, self.new_name(key, tpl))
+            op.type = str(new_type) if new_type is not None else None
+            op.attrs = attrs_new
+            op.namespace = self.ctx.dst_namespace
+            op.provenance = (self.ctx.table, self.rule.name)
+            self.rename_ports(op, tpl, env, new_type != old_type)
+
+    def rename_ports(self, op: Op, tpl: OpTemplate, env: dict[str, Any], type_changed: bool) -> None:
+        schema = self.dst_schema(op.type)
+        for kind, listed in (("in", tpl.inputs), ("out", tpl.outputs)):
+            ports = list(op.input_ports if kind == "in" else op.output_ports)
+            if listed is not None:
+                names = [n for n, _ in listed]
+                dtypes = [_eval(dt, env, self.rule, self.m) for _, dt in listed]
+            elif type_changed and schema is not None:
+                names = default_ports(schema, kind, set(), len(ports))[: len(ports)]
+                dtypes = [None] * len(names)
+            else:
+                continue
+            rename: Callable[[Any, str], None] = op.rename_input_port if kind == "in" else op.rename_output_port
+            # two steps so that a swap of names never collides
+            temp = [f"\0{i}" for i in range(min(len(ports), len(names)))]
+            for p, t in zip(ports, temp):
+                rename(p, t)
+            for p, n in zip(ports, names):
+                rename(p, n)
+            for p, dt in zip(ports, dtypes):
+                if dt is not None:
+                    p.dtype = str(dt)
+            for n, dt in zip(names[len(ports):], dtypes[len(ports):]):
+                add = op.add_input_port if kind == "in" else op.add_output_port
+                add(n, _as_dtype_text(dt))
+
+    def connect_edges(self) -> None:
+        plans: list[tuple[EdgeSpec, list[Port | None], list[tuple[str, Port]]]] = []
+        for e in self.t.edges:
+            if e.control:
+                continue
+            plans.append((e, self.source_of(e.src), self.targets_of(e.dst)))  # resolve before changing
+        for e, sources, targets in plans:
+            if len(sources) != len(targets) and e.dst.group and e.dst.op in self.new:
+                op = self.new[e.dst.op]  # a new op's variadic group takes as many ports as the values given
+                for i in range(len(sources)):
+                    if f"{e.dst.port}_{i}" not in op.input_ports:
+                        op.add_input_port(f"{e.dst.port}_{i}")
+                targets = self.targets_of(e.dst)
+            if len(sources) != len(targets):
+                raise self.fail(f"edge {e}: {len(sources)} source(s) for {len(targets)} target(s)")
+            for src, (kind, tgt) in zip(sources, targets):
+                if src is None:
+                    continue  # an optional input nobody fed: nothing to carry
+                try:
+                    if kind == "in":
+                        self.g.connect(src, tgt, replace=True)  # type: ignore[arg-type]
+                    else:
+                        self.g.replace_all_uses(tgt, src)  # type: ignore[arg-type]
+                except GraphError as err:
+                    raise self.fail(f"edge {e}: {err}") from None
+
+    def carry_by_position(self) -> None:
+        (r,) = self.removed.values()
+        (new,) = self.new.values()
+        new_in, new_out = list(new.input_ports), list(new.output_ports)
+        for i, p in enumerate(r.input_ports):
+            if p.source is None:
+                continue
+            if i >= len(new_in):
+                raise self.fail(f"{r.name}.{p.name} is fed, but the new op {new.name!r} ({new.type}) has only "
+                                f"{len(new_in)} input port(s); say where it goes with a mapper edge")
+            self.g.connect(p.source, new_in[i], replace=True)
+        for j, q in enumerate(r.output_ports):
+            if j < len(new_out) and self.ctx.same_family and q.dtype is not None and new_out[j].dtype is None:
+                new_out[j].dtype = q.dtype
+            if not q.consumers:
+                continue
+            if j >= len(new_out):
+                raise self.fail(f"{r.name}.{q.name} is read, but the new op {new.name!r} ({new.type}) has only "
+                                f"{len(new_out)} output port(s); say where its readers go with a mapper edge")
+            self.g.replace_all_uses(q, new_out[j])
+
+    def control(self) -> None:
+        for e in self.t.edges:
+            if not e.control:
+                continue
+            a = self.new.get(e.src.op) or self.m.ops.get(e.src.op)
+            b = self.new.get(e.dst.op) or self.m.ops.get(e.dst.op)
+            if a is None or b is None or a in self.removed_set or b in self.removed_set:
+                raise self.fail(f"control edge {e} joins an op the rule removes or does not know")
+            self.g.connect_control(a, b)
+        if not self.removed:
+            return
+        ctrl_in = {o for r in self.removed.values() for o in r.control_inputs if o not in self.removed_set}
+        ctrl_out = {o for r in self.removed.values() for o in r.control_outputs if o not in self.removed_set}
+        if not ctrl_in and not ctrl_out:
+            return
+        region = list(self.new.values()) + list(self.kept.values())
+        members = set(region)
+        entries = [o for o in region if not any(p in members for p in o.predecessors())]
+        exits = [o for o in region if not any(s in members for s in o.successors())]
+        if not region:
+            for a in sorted(ctrl_in, key=lambda o: o.name):
+                for b in sorted(ctrl_out, key=lambda o: o.name):
+                    if a is not b:
+                        self.g.connect_control(a, b)
+            return
+        for a in sorted(ctrl_in, key=lambda o: o.name):
+            for b in entries:
+                if a is not b:
+                    self.g.connect_control(a, b)
+        for b in sorted(ctrl_out, key=lambda o: o.name):
+            for a in exits:
+                if a is not b:
+                    self.g.connect_control(a, b)
+
+    def remove(self) -> list[str]:
+        names = []
+        matched = set(self.m.ops.values())
+        for op in self.removed.values():
+            for q in op.output_ports:
+                for c in list(q.consumers):
+                    if c.op in matched:  # a matcher edge the mapper did not restate: it goes, as the design says
+                        self.g.disconnect(c)
+                    else:
+                        raise self.fail(f"{op.name}.{q.name} is still read by {c.qualified_name} after the rewrite")
+        for op in self.removed.values():
+            names.append(op.name)
+            self.g.remove_op(op)
+        return names
+
+    def run(self) -> Rewrite | None:
+        if not self.contained():
+            return None
+        self.create()
+        self.update()
+        self.connect_edges()
+        if self.positional():
+            self.carry_by_position()
+        self.control()
+        removed = self.remove()
+        return Rewrite(list(self.new.values()), list(self.kept.values()), removed)
+
+
+def apply_template(graph: Graph, match: Match, rule: Rule, ctx: RewriteContext) -> Rewrite | None:
+    """Rewrite ``match`` with ``rule``'s mapper; None when containment makes the match invalid (nothing is
+    changed then)."""
+    if rule.dst.transform is not None:
+        from .transform import apply_transform
+
+        return apply_transform(graph, match, rule, ctx)
+    return _Applier(graph, match, rule, ctx).run()
+
+
+def same_family(a: str, b: str) -> bool:
+    try:
+        return parse_namespace(a).family == parse_namespace(b).family
+    except AmandaError:
+        return False
+

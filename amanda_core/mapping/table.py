@@ -1,0 +1,653 @@
+"""Mapping tables: the design's declarative rules, as data.
+
+The YAML form (``docs/mapping-tables.md`` has the whole grammar with examples)::
+
+    table:
+      name: torch-to-tf                 # optional (default: the file's name)
+      src: amanda/pytorch/>=2.0         # namespace or version range the rules match in
+      dst: amanda/tensorflow/>=2.15     # namespace or version range they write to
+      tags: [inference]                 # optional: tags of every rule
+      carry: unchanged                  # optional: ops no rule matched move to dst if their schema is the same
+      bidirectional: false              # optional: derive the reverse table (renames with inverses only)
+      rules:
+        convert_matmul:
+          apply_after: [other_rule]     # optional
+          tags: [...]                   # optional
+          src:                          # matcher
+            ops:
+              $matmul: {type: aten::matmul}
+          dst:                          # mapper
+            ops:
+              $matmul:
+                type: MatMul
+                attrs: {T: "${dtype_name(matmul.outputs[0].dtype)}"}
+
+A rule is an immutable value; a table keeps its rules in declaration order.  Everything refers back to the
+file and line it came from, and every problem found while loading says file, line and rule.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ValueSpec",
+    "PortPattern",
+    "OpPattern",
+    "EdgeRef",
+    "EdgeSpec",
+    "Pattern",
+    "OpTemplate",
+    "Template",
+    "Rule",
+    "MappingTable",
+    "TableError",
+    "load_table",
+    "table_from_dict",
+    "table_to_dict",
+    "dump_table",
+]
+
+import os
+import re
+from typing import Any, Iterable, Mapping
+
+from attrs import define, field, frozen
+
+from ..errors import AmandaError, Location
+from .expr import Expression, ExpressionError, compile_expression, is_expression
+
+
+class TableError(AmandaError):
+    """A malformed, unsafe or inconsistent mapping table; says file, line and rule."""
+
+    def __init__(self, message: str, location: Location | None = None, rule: str | None = None,
+                 table: str | None = None) -> None:
+        self.reason = message
+        self.location = location
+        self.rule = rule
+        self.table = table
+        where = f"{location}: " if location is not None else ""
+        what = f"table {table!r}" if table else ""
+        if rule:
+            what = f"{what}, rule {rule!r}" if what else f"rule {rule!r}"
+        super().__init__(f"{where}{what + ': ' if what else ''}{message}")
+
+
+_VAR = re.compile(r"^\$([A-Za-z_][A-Za-z0-9_]*)$")
+_PORT_GROUP = re.compile(r"^(\$?[A-Za-z_][A-Za-z0-9_.]*)\*$")
+
+
+def variable(text: Any) -> str | None:
+    """``$name`` -> ``name``; anything else -> None."""
+    if isinstance(text, str):
+        m = _VAR.match(text)
+        if m:
+            return m.group(1)
+    return None
+
+
+@frozen
+class ValueSpec:
+    """A value in a matcher or mapper: a literal, a ``${...}`` expression, or a ``$variable``.
+
+    In a matcher a variable captures the value (the same variable twice must see equal values); in a mapper it
+    gives the captured value back.
+    """
+
+    kind: str  # "literal" | "expr" | "var"
+    value: Any = field(eq=False)
+    text: Any = None
+
+    @property
+    def is_literal(self) -> bool:
+        return self.kind == "literal"
+
+
+@frozen
+class PortPattern:
+    """A port listed by a matcher (``- X``, ``- $x``, ``- X: float32``, ``- B?`` optional, ``- inputs*``)."""
+
+    name: str | None  # literal port name; None when ``var`` binds the port at this position
+    var: str | None
+    position: int
+    dtype: ValueSpec | None = None
+    optional: bool = False
+    group: bool = False
+
+
+@frozen
+class OpPattern:
+    key: str
+    var: str | None
+    type: ValueSpec | None
+    name: ValueSpec | None
+    attrs: Mapping[str, ValueSpec]
+    inputs: tuple[PortPattern, ...] | None
+    outputs: tuple[PortPattern, ...] | None
+    commutative: bool | tuple[str, ...] = False
+    line: int | None = field(default=None, eq=False)
+
+
+@frozen
+class EdgeRef:
+    """One end of an edge in a rule: an op key and a port (a literal name, ``$var`` or a group ``name*``)."""
+
+    op: str
+    port: str
+    port_var: str | None = None
+    group: bool = False
+
+    def __str__(self) -> str:
+        port = f"${self.port_var}" if self.port_var else self.port
+        return f"{self.op}.{port}{'*' if self.group else ''}"
+
+
+@frozen
+class EdgeSpec:
+    src: EdgeRef
+    dst: EdgeRef
+    control: bool = False
+    line: int | None = field(default=None, eq=False)
+
+    def __str__(self) -> str:
+        return f"{self.src} -> {self.dst}"
+
+
+@frozen
+class Pattern:
+    """A matcher: ops and edges between them, an optional ``where`` condition, or a graph regex ``query``."""
+
+    ops: Mapping[str, OpPattern]
+    edges: tuple[EdgeSpec, ...] = ()
+    where: Expression | None = field(default=None, eq=False)
+    query: str | None = None
+
+    def var_of(self, key: str) -> str | None:
+        op = self.ops.get(key)
+        return op.var if op is not None else None
+
+
+@frozen
+class OpTemplate:
+    """An op in a mapper: a new op, or (same key as in the matcher) the matched op updated."""
+
+    key: str
+    var: str | None
+    type: ValueSpec | None
+    name: ValueSpec | None
+    attrs: Mapping[str, ValueSpec]
+    keep_attrs: bool | tuple[str, ...] | None
+    inputs: tuple[tuple[str, ValueSpec | None], ...] | None
+    outputs: tuple[tuple[str, ValueSpec | None], ...] | None
+    meta: Mapping[str, ValueSpec] = field(factory=dict)
+    line: int | None = field(default=None, eq=False)
+
+
+@frozen
+class Template:
+    """A mapper: ops, edges, or one of the transformations (``remove``, ``fuse``, ``inline``)."""
+
+    ops: Mapping[str, OpTemplate]
+    edges: tuple[EdgeSpec, ...] = ()
+    transform: str | None = None
+    transform_args: Mapping[str, ValueSpec] = field(factory=dict)
+
+
+@frozen
+class Rule:
+    name: str
+    src: Pattern
+    dst: Template
+    apply_after: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    commutative: bool = False
+    repeat: bool = False
+    line: int | None = field(default=None, eq=False)
+    raw: Mapping[str, Any] = field(factory=dict, eq=False, repr=False)
+
+
+@define(eq=False)
+class MappingTable:
+    """Rules that rewrite graphs from namespace ``src`` to ``dst`` (either may be a version range)."""
+
+    name: str
+    src: str
+    dst: str
+    rules: dict[str, Rule]
+    tags: tuple[str, ...] = ()
+    carry: str = "none"  # "none" | "unchanged"
+    bidirectional: bool = False
+    source: str | None = None
+    trusted: bool = True
+    plugin: str | None = None
+    description: str = ""
+    raw: dict[str, Any] = field(factory=dict, repr=False)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MappingTable):
+            return NotImplemented
+        return (self.name, self.src, self.dst, list(self.rules.items()), self.tags, self.carry,
+                self.bidirectional) == (other.name, other.src, other.dst, list(other.rules.items()), other.tags,
+                                        other.carry, other.bidirectional)
+
+    def ordered_rules(self) -> list[Rule]:
+        """Rules in application order: ``apply_after`` first, then declaration order."""
+        return order_rules(self.rules, self.name)
+
+    def has_expressions(self) -> bool:
+        return _has_expressions(self.raw)
+
+    def __repr__(self) -> str:
+        return f"<MappingTable {self.name}: {self.src} -> {self.dst}, {len(self.rules)} rules>"
+
+
+def order_rules(rules: Mapping[str, Rule], table: str | None = None) -> list[Rule]:
+    """Topological order of ``apply_after`` (ties in declaration order); an unknown name or a cycle is an error."""
+    index = {name: i for i, name in enumerate(rules)}
+    for rule in rules.values():
+        for dep in rule.apply_after:
+            if dep not in rules:
+                raise TableError(f"apply_after names {dep!r}, which is not a rule of this table", None, rule.name,
+                                 table)
+    done: dict[str, None] = {}
+    visiting: list[str] = []
+
+    def visit(name: str) -> None:
+        if name in done:
+            return
+        if name in visiting:
+            cycle = visiting[visiting.index(name):] + [name]
+            raise TableError("apply_after cycle: " + " -> ".join(cycle), None, name, table)
+        visiting.append(name)
+        for dep in sorted(rules[name].apply_after, key=index.__getitem__):
+            visit(dep)
+        visiting.pop()
+        done[name] = None
+
+    for name in rules:
+        visit(name)
+    return [rules[n] for n in done]
+
+
+def _has_expressions(value: Any) -> bool:
+    if isinstance(value, str):
+        return is_expression(value)
+    if isinstance(value, Mapping):
+        return any(_has_expressions(k) or _has_expressions(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_expressions(v) for v in value)
+    return False
+
+
+# --------------------------------------------------------------------------- reading
+
+_TABLE_KEYS = ("name", "src", "dst", "rules", "tags", "carry", "bidirectional", "description")
+_RULE_KEYS = ("src", "dst", "apply_after", "tags", "commutative", "repeat", "description")
+_MATCHER_KEYS = ("ops", "edges", "where", "query")
+_OP_MATCHER_KEYS = ("type", "name", "attrs", "input_ports", "output_ports", "commutative")
+_MAPPER_KEYS = ("ops", "edges", "remove", "fuse", "inline")
+_OP_MAPPER_KEYS = ("type", "name", "attrs", "keep_attrs", "input_ports", "output_ports", "meta")
+
+
+class _Parser:
+    def __init__(self, text: str | None, filename: str | None, table: str | None, trusted: bool) -> None:
+        self.text = text
+        self.filename = filename
+        self.table_name = table
+        self.trusted = trusted
+        self.rule_name: str | None = None
+
+    def loc(self, path: tuple[Any, ...]) -> Location | None:
+        if self.text is None:
+            return Location(self.filename) if self.filename else None
+        from ..serialization.yamlio import locate
+
+        return locate(self.text, path, self.filename)
+
+    def error(self, message: str, path: tuple[Any, ...]) -> TableError:
+        return TableError(message, self.loc(path), self.rule_name, self.table_name)
+
+    def mapping(self, value: Any, path: tuple[Any, ...], what: str, keys: Iterable[str] | None = None
+                ) -> Mapping[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise self.error(f"{what} must be a mapping", path)
+        if keys is not None:
+            allowed = tuple(keys)
+            for k in value:
+                if k not in allowed:
+                    raise self.error(f"unknown key {k!r} in {what}; expected one of: {', '.join(allowed)}",
+                                     path + (k,))
+        return value
+
+    def strings(self, value: Any, path: tuple[Any, ...], what: str) -> tuple[str, ...]:
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            return (value,)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.error(f"{what} must be a list of names", path)
+        return tuple(value)
+
+    def value(self, v: Any, path: tuple[Any, ...]) -> ValueSpec:
+        if is_expression(v):
+            if not self.trusted:
+                raise self.error("the table holds expressions (${...}), which run as Python code, and it was not "
+                                 "loaded as trusted; tables given on the command line run expressions only with "
+                                 "--trust-expressions (read the table first)", path)
+            try:
+                expr = compile_expression(v, self.loc(path), self.rule_name)
+            except ExpressionError as e:
+                raise TableError(e.reason, e.location, self.rule_name, self.table_name) from None
+            return ValueSpec("expr", expr, v)
+        var = variable(v)
+        if var is not None:
+            return ValueSpec("var", var, v)
+        return ValueSpec("literal", v, v)
+
+    def expression(self, v: Any, path: tuple[Any, ...], what: str) -> Expression:
+        spec = self.value(v, path)
+        if spec.kind != "expr":
+            raise self.error(f"{what} must be an expression written ${{...}}", path)
+        return spec.value  # type: ignore[no-any-return]
+
+    # -- edges
+    def edge_ref(self, text: str, path: tuple[Any, ...], edge: str) -> EdgeRef:
+        op, dot, port = text.strip().rpartition(".")
+        if not dot or not op or not port:
+            raise self.error(f"an edge end is written 'op.port', got {text!r} in {edge!r}", path)
+        group = False
+        m = _PORT_GROUP.match(port)
+        if m:
+            port, group = m.group(1), True
+        pvar = variable(port)
+        return EdgeRef(op, port if pvar is None else "", pvar, group)
+
+    def edges(self, value: Any, path: tuple[Any, ...]) -> tuple[EdgeSpec, ...]:
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            raise self.error("'edges' must be a list of 'op.port -> op.port'", path)
+        out = []
+        for i, text in enumerate(value):
+            if not isinstance(text, str) or text.count("->") != 1:
+                raise self.error(f"an edge is written 'op.port -> op.port', got {text!r}", path + (i,))
+            left, right = text.split("->")
+            src = self.edge_ref(left, path + (i,), text)
+            dst = self.edge_ref(right, path + (i,), text)
+            control = src.port == "^control" or dst.port == "^control"
+            if control and src.port != dst.port:
+                raise self.error(f"a control edge joins two '^control' ports, got {text!r}", path + (i,))
+            line = self.loc(path + (i,))
+            out.append(EdgeSpec(src, dst, control, line.line if line else None))
+        return tuple(out)
+
+    # -- matcher
+    def port_patterns(self, value: Any, path: tuple[Any, ...]) -> tuple[PortPattern, ...] | None:
+        if value is None:
+            return None
+        if not isinstance(value, list):
+            raise self.error("ports are a list of '- name' or '- name: value'", path)
+        out = []
+        for i, item in enumerate(value):
+            if isinstance(item, str):
+                name, dt = item, None
+            elif isinstance(item, Mapping) and len(item) == 1:
+                ((name, dt),) = item.items()
+                name = str(name)
+            else:
+                raise self.error(f"a port is '- name' or '- name: value', got {item!r}", path + (i,))
+            optional = name.endswith("?")
+            group = name.endswith("*")
+            name = name.rstrip("?*")
+            var = variable(name)
+            dtype = self.value(dt, path + (i,)) if dt is not None else None
+            out.append(PortPattern(None if var else name, var, i, dtype, optional, group))
+        return tuple(out)
+
+    def op_pattern(self, key: str, spec: Any, path: tuple[Any, ...]) -> OpPattern:
+        spec = self.mapping(spec, path, f"op matcher {key!r}", _OP_MATCHER_KEYS)
+        attrs_d = self.mapping(spec.get("attrs"), path + ("attrs",), "attrs")
+        comm = spec.get("commutative", False)
+        if not isinstance(comm, bool):
+            comm = self.strings(comm, path + ("commutative",), "commutative")
+        line = self.loc(path)
+        return OpPattern(
+            key=key, var=variable(key),
+            type=self.value(spec["type"], path + ("type",)) if "type" in spec else None,
+            name=self.value(spec["name"], path + ("name",)) if "name" in spec else None,
+            attrs={str(k): self.value(v, path + ("attrs", k)) for k, v in attrs_d.items()},
+            inputs=self.port_patterns(spec.get("input_ports"), path + ("input_ports",)),
+            outputs=self.port_patterns(spec.get("output_ports"), path + ("output_ports",)),
+            commutative=comm, line=line.line if line else None,
+        )
+
+    def pattern(self, spec: Any, path: tuple[Any, ...]) -> Pattern:
+        spec = self.mapping(spec, path, "the matcher (src)", _MATCHER_KEYS)
+        query = spec.get("query")
+        if query is not None and not isinstance(query, str):
+            raise self.error("'query' must be a graph regular expression string", path + ("query",))
+        ops_d = self.mapping(spec.get("ops"), path + ("ops",), "ops")
+        if not ops_d and query is None:
+            raise self.error("the matcher has no ops (and no query)", path)
+        ops = {str(k): self.op_pattern(str(k), v, path + ("ops", k)) for k, v in ops_d.items()}
+        self.unique_vars([o.var for o in ops.values() if o.var], path + ("ops",), "matcher")
+        edges = self.edges(spec.get("edges"), path + ("edges",))
+        for e, i in zip(edges, range(len(edges))):
+            for end in (e.src, e.dst):
+                if end.op not in ops:
+                    raise self.error(f"edge {e} names {end.op!r}, which is not an op of the matcher",
+                                     path + ("edges", i))
+        where = self.expression(spec["where"], path + ("where",), "'where'") if "where" in spec else None
+        return Pattern(ops, edges, where, query)
+
+    def unique_vars(self, names: list[str], path: tuple[Any, ...], what: str) -> None:
+        seen = set()
+        for n in names:
+            if n in seen:
+                raise self.error(f"variable ${n} is declared twice in the {what}", path)
+            seen.add(n)
+
+    # -- mapper
+    def port_templates(self, value: Any, path: tuple[Any, ...]) -> tuple[tuple[str, ValueSpec | None], ...] | None:
+        if value is None:
+            return None
+        if not isinstance(value, list):
+            raise self.error("ports are a list of '- name' or '- name: dtype'", path)
+        out: list[tuple[str, ValueSpec | None]] = []
+        for i, item in enumerate(value):
+            if isinstance(item, str):
+                out.append((item, None))
+            elif isinstance(item, Mapping) and len(item) == 1:
+                ((name, dt),) = item.items()
+                out.append((str(name), self.value(dt, path + (i,)) if dt is not None else None))
+            else:
+                raise self.error(f"a port is '- name' or '- name: dtype', got {item!r}", path + (i,))
+        return tuple(out)
+
+    def op_template(self, key: str, spec: Any, path: tuple[Any, ...]) -> OpTemplate:
+        spec = self.mapping(spec, path, f"op mapper {key!r}", _OP_MAPPER_KEYS)
+        attrs_d = self.mapping(spec.get("attrs"), path + ("attrs",), "attrs")
+        meta_d = self.mapping(spec.get("meta"), path + ("meta",), "meta")
+        keep = spec.get("keep_attrs")
+        if keep is not None and not isinstance(keep, bool):
+            keep = self.strings(keep, path + ("keep_attrs",), "keep_attrs")
+        line = self.loc(path)
+        return OpTemplate(
+            key=key, var=variable(key),
+            type=self.value(spec["type"], path + ("type",)) if "type" in spec else None,
+            name=self.value(spec["name"], path + ("name",)) if "name" in spec else None,
+            attrs={str(k): self.value(v, path + ("attrs", k)) for k, v in attrs_d.items()},
+            keep_attrs=keep,
+            inputs=self.port_templates(spec.get("input_ports"), path + ("input_ports",)),
+            outputs=self.port_templates(spec.get("output_ports"), path + ("output_ports",)),
+            meta={str(k): self.value(v, path + ("meta", k)) for k, v in meta_d.items()},
+            line=line.line if line else None,
+        )
+
+    def template(self, spec: Any, path: tuple[Any, ...]) -> Template:
+        spec = self.mapping(spec, path, "the mapper (dst)", _MAPPER_KEYS)
+        transforms = [k for k in ("remove", "fuse", "inline") if k in spec]
+        if len(transforms) > 1:
+            raise self.error(f"a mapper holds one transformation, got {', '.join(transforms)}", path)
+        transform = transforms[0] if transforms else None
+        args: dict[str, ValueSpec] = {}
+        if transform is not None:
+            if spec.get("ops") or spec.get("edges"):
+                raise self.error(f"'{transform}' stands alone in a mapper (no ops or edges beside it)", path)
+            raw = spec[transform]
+            if transform == "fuse":
+                raw = self.mapping(raw, path + ("fuse",), "fuse", ("type", "name", "attrs"))
+                for k, v in raw.items():
+                    args[k] = self.value(v, path + ("fuse", k))
+            elif raw is not True:
+                raise self.error(f"'{transform}' takes the value true", path + (transform,))
+            return Template({}, (), transform, args)
+        ops_d = self.mapping(spec.get("ops"), path + ("ops",), "ops")
+        ops = {str(k): self.op_template(str(k), v, path + ("ops", k)) for k, v in ops_d.items()}
+        edges = self.edges(spec.get("edges"), path + ("edges",))
+        return Template(ops, edges)
+
+    # -- rules and tables
+    def rule(self, name: str, spec: Any, path: tuple[Any, ...], table_tags: tuple[str, ...]) -> Rule:
+        self.rule_name = name
+        spec = self.mapping(spec, path, f"rule {name!r}", _RULE_KEYS)
+        if "src" not in spec:
+            raise self.error("a rule needs a matcher ('src')", path)
+        if "dst" not in spec:
+            raise self.error("a rule needs a mapper ('dst')", path)
+        src = self.pattern(spec["src"], path + ("src",))
+        dst = self.template(spec["dst"], path + ("dst",))
+        self.check_edges(src, dst, path + ("dst", "edges"))
+        comm = spec.get("commutative", False)
+        repeat = spec.get("repeat", False)
+        if not isinstance(comm, bool) or not isinstance(repeat, bool):
+            raise self.error("'commutative' and 'repeat' are true or false", path)
+        line = self.loc(path)
+        rule = Rule(name, src, dst, self.strings(spec.get("apply_after"), path + ("apply_after",), "apply_after"),
+                    tuple(dict.fromkeys(table_tags + self.strings(spec.get("tags"), path + ("tags",), "tags"))),
+                    comm, repeat, line.line if line else None, dict(spec))
+        self.rule_name = None
+        return rule
+
+    def check_edges(self, src: Pattern, dst: Template, path: tuple[Any, ...]) -> None:
+        for i, e in enumerate(dst.edges):
+            for end in (e.src, e.dst):
+                if end.op not in dst.ops and end.op not in src.ops:
+                    raise self.error(f"edge {e} names {end.op!r}, which is in neither the matcher nor the mapper",
+                                     path + (i,))
+                if end.port_var is not None and end.op in src.ops:
+                    bound = {p.var for o in [src.ops[end.op]] for p in (o.inputs or ()) + (o.outputs or ())}
+                    if end.port_var not in bound:
+                        raise self.error(f"edge {e}: port variable ${end.port_var} is not bound by the matcher's "
+                                         f"op {end.op!r}", path + (i,))
+
+    def table(self, data: Any, default_name: str | None) -> MappingTable:
+        if isinstance(data, Mapping) and "table" in data:
+            extra = [k for k in data if k != "table"]
+            if extra:
+                raise self.error(f"unexpected top-level key {extra[0]!r} beside 'table'", (extra[0],))
+            data = data["table"]
+            base: tuple[Any, ...] = ("table",)
+        else:
+            base = ()
+        spec = self.mapping(data, base, "a mapping table", _TABLE_KEYS)
+        for key in ("src", "dst", "rules"):
+            if key not in spec:
+                raise self.error(f"a mapping table needs '{key}'", base)
+        name = spec.get("name", default_name)
+        if not isinstance(name, str) or not name:
+            raise self.error("a table needs a name (give 'name:', or load it from a file)", base)
+        self.table_name = name
+        for key in ("src", "dst"):
+            if not isinstance(spec[key], str):
+                raise self.error(f"'{key}' must be a namespace (or version range)", base + (key,))
+            from ..errors import NamespaceError
+            from ..namespace.names import parse_spec
+
+            try:
+                parse_spec(spec[key])
+            except NamespaceError as e:
+                raise self.error(str(e), base + (key,)) from None
+        tags = self.strings(spec.get("tags"), base + ("tags",), "tags")
+        rules_d = self.mapping(spec["rules"], base + ("rules",), "rules")
+        rules: dict[str, Rule] = {}
+        for rname, rspec in rules_d.items():
+            rules[str(rname)] = self.rule(str(rname), rspec, base + ("rules", rname), tags)
+        carry = spec.get("carry", "none")
+        if carry not in ("none", "unchanged"):
+            raise self.error("'carry' is 'none' or 'unchanged'", base + ("carry",))
+        bidir = spec.get("bidirectional", False)
+        if not isinstance(bidir, bool):
+            raise self.error("'bidirectional' is true or false", base + ("bidirectional",))
+        table = MappingTable(name, spec["src"], spec["dst"], rules, tags, carry, bidir, self.filename, self.trusted,
+                             description=str(spec.get("description", "")), raw=dict(spec))
+        try:
+            order_rules(table.rules, table.name)
+        except TableError as e:
+            where = base + ("rules", e.rule, "apply_after") if e.rule else base
+            raise TableError(e.reason, self.loc(where), e.rule, self.table_name) from None
+        return table
+
+
+def table_from_dict(data: Mapping[str, Any], *, name: str | None = None, trusted: bool = True,
+                    source: str | None = None, text: str | None = None) -> MappingTable:
+    """Build a table from its parsed YAML form (``{"table": {...}}`` or the inner mapping)."""
+    return _Parser(text, source, None, trusted).table(data, name)
+
+
+def load_table(source: str | os.PathLike[str], *, filename: str | None = None, trusted: bool = False
+               ) -> MappingTable:
+    """Read a table from a YAML file (a path) or YAML text.
+
+    ``trusted`` says whether the table may hold expressions: tables from plugins are trusted; a file named by a
+    user runs expressions only when the user says so (``--trust-expressions``).
+    """
+    from ..errors import FormatError
+    from ..serialization.graph_yaml import load_values
+    from ..serialization.yamlio import read_yaml_text
+
+    text, fname = read_yaml_text(source, filename)
+    try:
+        data = load_values(text, filename=fname)
+    except FormatError as e:
+        raise TableError(e.reason, e.location) from None
+    default = None
+    if fname:
+        default = os.path.basename(fname)
+        for ext in (".yaml", ".yml"):
+            if default.endswith(ext):
+                default = default[: -len(ext)]
+    return _Parser(text, fname, None, trusted).table(data, default)
+
+
+def table_to_dict(table: MappingTable) -> dict[str, Any]:
+    """The YAML form of a table (what it was loaded from, or what a generator built)."""
+    body: dict[str, Any] = {"name": table.name, "src": table.src, "dst": table.dst}
+    if table.description:
+        body["description"] = table.description
+    if table.tags:
+        body["tags"] = list(table.tags)
+    if table.carry != "none":
+        body["carry"] = table.carry
+    if table.bidirectional:
+        body["bidirectional"] = True
+    body["rules"] = {name: _rule_raw(rule, table.tags) for name, rule in table.rules.items()}
+    return {"table": body}
+
+
+def _rule_raw(rule: Rule, table_tags: tuple[str, ...]) -> dict[str, Any]:
+    raw = dict(rule.raw)
+    own = [t for t in rule.tags if t not in table_tags]
+    if own:
+        raw["tags"] = own
+    else:
+        raw.pop("tags", None)
+    return raw
+
+
+def dump_table(table: MappingTable) -> str:
+    """YAML text of a table; loading it gives an equal table."""
+    from ..serialization.graph_yaml import dump_values
+
+    return dump_values(table_to_dict(table))
