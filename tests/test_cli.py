@@ -159,3 +159,92 @@ def test_console_script_entry():
 def test_no_command_prints_help(capsys):
     rc, _, err = run(capsys)
     assert rc == 2 and "usage:" in err
+
+
+# --------------------------------------------------------------------------- convert, tables
+
+from .mapping_support import SEED, SeedTFTypes, SeedTorchTypes  # noqa: E402
+
+SEED_CARRIED = str(SEED / "tables" / "convert_t_matmul_carried.yaml")
+
+
+class SeedBothPlugin:
+    @hookimpl
+    def amanda_namespaces(self):
+        return [StaticNamespaces([load_schema(SCHEMAS / "tensorflow-1.13.1.yaml")]),
+                StaticNamespaces([load_schema(SCHEMAS / "pytorch-1.4.0.yaml")])]
+
+    @hookimpl
+    def amanda_type_systems(self):
+        return [SeedTorchTypes(), SeedTFTypes()]
+
+
+class SeedTablePlugin:
+    @hookimpl
+    def amanda_mapping_tables(self):
+        return [SEED / "tables" / "convert_matmul.yaml"]
+
+
+@pytest.fixture
+def seed_both(amanda_isolated):
+    amanda_isolated(SeedBothPlugin(), "seed-both")
+
+
+def test_convert_with_a_table_file(tmp_path, capsys, seed_both):
+    out = tmp_path / "tf.yaml"
+    args = ["convert", str(SEED / "pytorch_single_layer.yaml"), "--to", "amanda/tensorflow/1.13.1", "-o", str(out),
+            "--table", SEED_CARRIED]
+    rc, _, err = run(capsys, *args)
+    assert rc == 2 and "--trust-expressions" in err and not out.exists()
+    rc, _, err = run(capsys, *args, "--trust-expressions")
+    assert rc == 2 and "2 op(s) of 2 type(s) were not converted" in err and "1 x prim::Param" in err
+    assert not out.exists()
+    rc, stdout, err = run(capsys, *args, "--trust-expressions", "--allow-partial", "--explain")
+    assert rc == 0, err
+    assert "rule convert_t_matmul: 1 match(es) -> produced 1 MatMul (dense/MatMul); removed 2 op(s)" in stdout
+    assert "--allow-partial: 2 op(s) were left unconverted" in err
+    text = out.read_text()
+    assert "type: MatMul" in text and "transpose_b: true" in text and "- graph.in0 -> dense/MatMul.a" in text
+
+
+def test_convert_refuses_a_table_that_does_not_fit_the_schemas(tmp_path, capsys, seed_both):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "table:\n  src: amanda/pytorch/1.4.0\n  dst: amanda/tensorflow/1.13.1\n  rules:\n"
+        "    r:\n      src: {ops: {$m: {type: aten::matmull}}}\n      dst: {ops: {$m: {type: MatMul}}}\n")
+    rc, _, err = run(capsys, "convert", str(SEED / "pytorch_single_layer.yaml"), "--to", "amanda/tensorflow/1.13.1",
+                     "-o", str(tmp_path / "o.yaml"), "--table", str(bad))
+    assert rc == 2 and f"{bad}:6: table 'bad', rule 'r': matcher op '$m'" in err
+    assert "no op type 'aten::matmull' (did you mean 'aten::matmul'?)" in err
+
+
+def test_convert_without_to_re_exports(tmp_path, capsys, seed_both):
+    out = tmp_path / "same.yaml"
+    rc, stdout, _ = run(capsys, "convert", str(SEED / "tf_single_layer.yaml"), "-o", str(out))
+    assert rc == 0 and "amanda/tensorflow/1.13.1: 4 ops" in stdout
+    from amanda_core.serialization import load_graph
+
+    assert load_graph(out) == load_graph(SEED / "tf_single_layer.yaml")
+
+
+def test_convert_checks_the_result_against_the_target_schema(tmp_path, capsys, seed_both):
+    table = tmp_path / "wrong.yaml"
+    table.write_text(
+        "table:\n  src: amanda/pytorch/1.4.0\n  dst: amanda/tensorflow/1.13.1\n  rules:\n"
+        "    r:\n      src: {ops: {$m: {type: aten::relu}}}\n      dst: {ops: {$m: {type: Relu}}}\n")
+    out = tmp_path / "o.yaml"
+    rc, _, err = run(capsys, "convert", str(SEED / "pytorch_single_layer.yaml"), "--to", "amanda/tensorflow/1.13.1",
+                     "-o", str(out), "--table", str(table), "--allow-partial")
+    assert rc == 2 and "breaks the schema of amanda/tensorflow/1.13.1" in err
+    assert "op 'relu' (Relu): missing required attribute 'T' (tf.DType) [made by table 'wrong', rule 'r']" in err
+    assert not out.exists()
+
+
+def test_tables_lists_plugin_tables(capsys, seed_both, amanda_isolated):
+    amanda_isolated(SeedTablePlugin(), "seed-tables")
+    rc, out, _ = run(capsys, "tables")
+    assert rc == 0
+    assert "convert_matmul: amanda/pytorch/1.4.0 -> amanda/tensorflow/1.13.1  (1 rule(s), plugin seed-tables)" in out
+    rc, out, _ = run(capsys, "tables", "--json", "--check")
+    data = json.loads(out)
+    assert rc == 0 and data["tables"][0]["rules"] == 1 and data["problems"] == []

@@ -31,7 +31,7 @@ from ..namespace.names import NamespaceSpec, parse_spec
 from ..namespace.registry import NamespaceRegistry
 from ..namespace.schema import NamespaceSchema, OpSchema
 from .attrconv import library_for
-from .match import MatchContext, anchor_candidates, match_at, type_index
+from .match import MatchContext, Matcher, anchor_candidates, type_index
 from .rewrite import MappingError, RewriteContext, apply_template, same_family
 from .table import MappingTable, Rule
 
@@ -249,10 +249,11 @@ class Converter:
                 rewrote |= self._record(rw, rr, claimed)
             return rewrote
         index = type_index(g)
+        matcher = Matcher(g, rule.src, ctx, rule, index)
         for anchor in anchor_candidates(g, rule.src, index):
             if anchor.graph is not g or anchor in claimed:
                 continue
-            m = match_at(g, rule.src, anchor, ctx, rule, claimed.__contains__, index)
+            m = matcher.at(anchor, claimed.__contains__)
             if m is None:
                 continue
             rw = apply_template(g, m, rule, rctx)
@@ -281,13 +282,26 @@ class Converter:
         if src_schema is None or dst_schema is None:
             return 0
         moved = 0
+        same: dict[str, bool] = {}  # op type -> its schema is the same in both namespaces
+        in_src: dict[str, bool] = {}
         for g, inherited in list(graphs_in(graph, None)):
             for op in g:
-                ns = op_namespace(op, inherited)
-                if ns is None or not src_spec.matches(ns) or op.type is None:
+                t = op.type
+                if t is None:
                     continue
-                a, b = src_schema.get(op.type), dst_schema.get(op.type)
-                if a is not None and b is not None and a == b:
+                ns = op_namespace(op, inherited)
+                if ns is None:
+                    continue
+                ok = in_src.get(ns)
+                if ok is None:
+                    ok = in_src[ns] = src_spec.matches(ns)
+                if not ok:
+                    continue
+                unchanged = same.get(t)
+                if unchanged is None:
+                    a, b = src_schema.get(t), dst_schema.get(t)
+                    unchanged = same[t] = a is not None and b is not None and (a is b or a == b)
+                if unchanged:
                     op.namespace = dst_ns
                     moved += 1
         return moved

@@ -20,7 +20,7 @@ Semantics (``docs/mapping-tables.md``):
 
 from __future__ import annotations
 
-__all__ = ["Match", "MatchContext", "find_matches", "match_at", "resolve_port"]
+__all__ = ["Match", "MatchContext", "Matcher", "find_matches", "match_at", "resolve_port"]
 
 import itertools
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -458,24 +458,41 @@ def type_index(graph: Graph) -> dict[str | None, list[Op]]:
     return index
 
 
+class Matcher:
+    """One pattern searched in one graph from many anchors (the search plan and schema look-ups are shared)."""
+
+    def __init__(self, graph: Graph, pattern: Pattern, ctx: MatchContext, rule: Rule | None = None,
+                 index: Mapping[str | None, list[Op]] | None = None) -> None:
+        self._search = _Search(graph, pattern, ctx, rule, lambda op: False)
+        self._index = index
+        self.graph = graph
+        self.pattern = pattern
+        self.rule = rule
+
+    def at(self, anchor: Op, taken: Callable[[Op], bool] = lambda op: False) -> Match | None:
+        """The first match whose anchor op is ``anchor`` (None if there is none)."""
+        search = self._search
+        search.taken = taken
+        key = search.order[0][0]
+        m = Match(self.graph, {}, rule=self.rule)
+        deferred: list[tuple[ValueSpec, Any, Op]] = []
+        if not search.op_fits(anchor, self.pattern.ops[key], m, deferred):
+            return None
+        m.ops[key] = anchor
+        ready = [e for e in self.pattern.edges if e.src.op == key and e.dst.op == key]
+        if self._index is None:
+            self._index = type_index(self.graph) if len(search.order) > 1 else {}
+        for m2 in search.edges_fit(m, ready):
+            for found in search.grow(1, m2, deferred, self._index):
+                return found
+        return None
+
+
 def match_at(graph: Graph, pattern: Pattern, anchor: Op, ctx: MatchContext, rule: Rule | None = None,
              taken: Callable[[Op], bool] = lambda op: False,
              index: Mapping[str | None, list[Op]] | None = None) -> Match | None:
     """The first match whose anchor op is ``anchor`` (None if there is none)."""
-    search = _Search(graph, pattern, ctx, rule, taken)
-    key = search.order[0][0]
-    pat = pattern.ops[key]
-    m = Match(graph, {}, rule=rule)
-    deferred: list[tuple[ValueSpec, Any, Op]] = []
-    if not search.op_fits(anchor, pat, m, deferred):
-        return None
-    m.ops[key] = anchor
-    ready = [e for e in pattern.edges if e.src.op == key and e.dst.op == key]
-    idx = index if index is not None else (type_index(graph) if len(search.order) > 1 else {})
-    for m2 in search.edges_fit(m, ready):
-        for found in search.grow(1, m2, deferred, idx):
-            return found
-    return None
+    return Matcher(graph, pattern, ctx, rule, index).at(anchor, taken)
 
 
 def anchor_candidates(graph: Graph, pattern: Pattern, index: Mapping[str | None, list[Op]]) -> list[Op]:
@@ -499,11 +516,11 @@ def find_matches(graph: Graph, pattern: Pattern, ctx: MatchContext | None = None
     index = type_index(graph)
     used: set[Op] = set()
     out = []
+    matcher = Matcher(graph, pattern, ctx, rule, index)
     for anchor in anchor_candidates(graph, pattern, index):
         if not overlapping and anchor in used:
             continue
-        m = match_at(graph, pattern, anchor, ctx, rule, (lambda op: op in used) if not overlapping else
-                     (lambda op: False), index)
+        m = matcher.at(anchor, used.__contains__ if not overlapping else (lambda op: False))
         if m is not None:
             out.append(m)
             if not overlapping:

@@ -179,6 +179,8 @@ class _Applier:
             ports = group_ports(op, ref.port, "in", schema) or group_ports(op, ref.port, "out", schema)
         else:
             p = resolve_port(op, ref.port, "out", schema) or resolve_port(op, ref.port, "in", schema)
+            if p is None and op not in self.removed_set:
+                p = op.add_output_port(ref.port)  # a port the updated op gains (its new type has it)
             if p is None:
                 raise self.fail(f"edge end {ref}: op {op.name!r} has no port {ref.port!r}")
             ports = [p]
@@ -209,6 +211,8 @@ class _Applier:
         else:
             p = (resolve_port(op, ref.port, "in", schema) if kept else None) or resolve_port(op, ref.port, "out",
                                                                                               schema)
+            if p is None and kept:
+                p = op.add_input_port(ref.port)  # a port the updated op gains (its new type has it)
             if p is None:
                 raise self.fail(f"edge end {ref}: op {op.name!r} has no port {ref.port!r}")
             ports = [p]

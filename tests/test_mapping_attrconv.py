@@ -1,0 +1,119 @@
+import numpy as np
+import pytest
+
+from amanda_core.ir import Tensor
+from amanda_core.mapping import attrconv as ac
+from amanda_core.namespace import PythonTypeSystem, TypeSystem, TypeSystemRegistry
+
+
+def test_strings_and_flags():
+    assert ac.str_equals("SAME", "SAME") and not ac.str_equals("VALID", "SAME")
+    assert ac.str_equals(b"SAME", "SAME") and ac.str_equals("same", "SAME", case=False)
+    assert not ac.str_equals(None, "SAME")
+    assert ac.bool_to_str(True, "SAME", "VALID") == "SAME" and ac.bool_to_str(0, "SAME", "VALID") == "VALID"
+
+
+def test_layouts():
+    assert ac.by_layout([1, 2, 3, 4], "NHWC", "H") == 2
+    assert ac.by_layout([1, 4, 2, 3], "NCHW", "C") == 4
+    assert ac.spatial([1, 2, 3, 1], "NHWC") == [2, 3]
+    assert ac.with_layout([2, 3], "NCHW") == [1, 1, 2, 3]
+    with pytest.raises(ValueError, match="no dimension 'D'"):
+        ac.by_layout([1, 2, 3, 4], "NHWC", "D")
+    with pytest.raises(ValueError, match="3 values for layout"):
+        ac.spatial([1, 2, 3], "NHWC")
+
+
+def test_tensors_and_lists():
+    assert ac.tensor_to_ints(np.array([[1, 2], [3, 4]], np.int64)) == [1, 2, 3, 4]
+    assert ac.tensor_to_ints(Tensor(np.array([5], np.int32))) == [5]
+    assert ac.tensor_to_floats([1, 2]) == [1.0, 2.0]
+    t = ac.ints_to_tensor([1, 2, 3])
+    assert t.dtype == np.int64 and t.shape == (3,)
+    assert ac.ints_to_tensor(4).shape == ()
+    assert ac.floats_to_tensor([1, 2, 3, 4], shape=[2, 2]).shape == (2, 2)
+    assert ac.scalar(np.array([7])) == 7
+    with pytest.raises(ValueError):
+        ac.scalar([1, 2])
+    with pytest.raises(TypeError, match="not a tensor"):
+        ac.tensor_to_list(object())
+
+
+def test_axes_and_permutations_agree_with_numpy():
+    x = np.arange(2 * 3 * 4 * 5).reshape(2, 3, 4, 5)  # an NHWC tensor
+    nchw = x.transpose(ac.perm_to_nchw(4))
+    assert nchw.shape == (2, 5, 3, 4) and ac.nhwc_to_nchw_shape(list(x.shape)) == list(nchw.shape)
+    assert np.array_equal(nchw.transpose(ac.perm_to_nhwc(4)), x)
+    for axis in range(-4, 4):
+        a = ac.nhwc_to_nchw_axis(axis, 4)
+        assert nchw.shape[a] == x.shape[axis]
+        assert ac.nchw_to_nhwc_axis(a, 4) == ac.normalize_axis(axis, 4)
+    p = [2, 0, 3, 1]
+    assert ac.compose_perms(p, ac.inverse_perm(p)) == [0, 1, 2, 3]
+    assert np.array_equal(x.transpose(p).transpose([1, 0, 2, 3]), x.transpose(ac.compose_perms(p, [1, 0, 2, 3])))
+    assert ac.is_identity_perm([0, 1, 2]) and not ac.is_identity_perm([1, 0])
+    with pytest.raises(ValueError, match="out of range"):
+        ac.normalize_axis(4, 4)
+    with pytest.raises(ValueError, match="not a permutation"):
+        ac.inverse_perm([0, 0])
+    assert ac.perm_to_nchw(2) == [0, 1]
+
+
+@pytest.mark.parametrize("size, k, s, d", [(7, 3, 2, 1), (8, 3, 2, 1), (10, 4, 3, 2), (5, 1, 1, 1), (6, 5, 1, 1)])
+def test_same_pads_keep_ceil_size_over_stride(size, k, s, d):
+    pads = ac.same_pads([size], [k], [s], [d])
+    out = (size + pads[0] + pads[1] - ((k - 1) * d + 1)) // s + 1
+    assert out == -(-size // s)
+    assert pads[1] >= pads[0] and pads[1] - pads[0] <= 1  # SAME_UPPER: the odd pixel at the end
+    lower = ac.same_pads([size], [k], [s], [d], upper=False)
+    assert lower == [pads[1], pads[0]]
+
+
+def test_padding_conversions():
+    assert ac.pads_to_pairs([1, 2, 3, 4]) == [[1, 3], [2, 4]]
+    assert ac.pads_from_pairs([[1, 3], [2, 4]]) == [1, 2, 3, 4]
+    assert ac.auto_pad_from_padding("SAME") == "SAME_UPPER" and ac.padding_from_auto_pad("VALID") == "VALID"
+    with pytest.raises(ValueError, match="SAME_LOWER.*no TensorFlow padding"):
+        ac.padding_from_auto_pad("SAME_LOWER")
+    with pytest.raises(ValueError):
+        ac.pads_begin_end([1, 2, 3])
+
+
+def test_every_declared_inverse_exists_and_undoes():
+    for name, inv in ac.INVERSES.items():
+        assert name in ac.library_for(None) and inv in ac.library_for(None)
+    assert ac.spatial(ac.with_layout([5, 6], "NHWC"), "NHWC") == [5, 6]
+    assert ac.tensor_to_ints(ac.ints_to_tensor([3, 1])) == [3, 1]
+    assert ac.padding_from_auto_pad(ac.auto_pad_from_padding("EXPLICIT")) == "EXPLICIT"
+
+
+class Upper(TypeSystem):
+    name = "upper"
+
+    def canonical_dtype(self, value):
+        return {"FLOAT": "float32", "INT64": "int64"}.get(str(value))
+
+    def from_canonical_dtype(self, name):
+        return {"float32": "FLOAT", "int64": "INT64"}.get(name)
+
+
+class Lower(TypeSystem):
+    name = "lower"
+
+    def canonical_dtype(self, value):
+        return {"f32": "float32", "i64": "int64"}.get(str(value))
+
+    def from_canonical_dtype(self, name):
+        return {"float32": "f32", "int64": "i64"}.get(name)
+
+
+def test_dtype_helpers_go_through_the_type_systems():
+    lib = ac.library_for(TypeSystemRegistry([PythonTypeSystem(), Upper(), Lower()]))
+    assert lib["convert_dtype"]("FLOAT", "upper", "lower") == "f32"
+    assert lib["convert_dtype"]("i64", "lower", "upper") == "INT64"
+    with pytest.raises(ValueError, match="does not know the dtype"):
+        lib["convert_dtype"]("f16", "lower", "upper")
+    assert lib["dtype_name"]("INT64") == "int64"
+    assert lib["dtype_name"]("float64") == "float64"
+    with pytest.raises(ValueError, match="cannot tell the element type"):
+        lib["dtype_name"]("not-a-dtype")
