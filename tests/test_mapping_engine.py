@@ -564,3 +564,44 @@ def test_conversion_is_deterministic():
     outs = {dump_graph(convert(seed_graph(), "amanda/tensorflow/1.13.1", [t], registry(),
                                allow_partial=True).graph) for _ in range(3)}
     assert len(outs) == 1
+
+
+def test_removing_an_op_that_feeds_a_kept_op_needs_a_new_feed():
+    t = table("""\
+table:
+  src: amanda/toy/1
+  dst: amanda/other/1
+  rules:
+    drop_relu:
+      src:
+        ops: {$r: {type: Relu}, $a: {type: Add}}
+        edges: [$r.y -> $a.a]
+      dst: {ops: {$a: {type: AddV2}}}
+""")
+    with pytest.raises(MappingError, match=r"input add.x was fed by an op the rule removes, and the mapper does not "
+                                           r"feed it again"):
+        apply_table(toy_chain(), t, registry())
+
+
+def test_query_rules_honour_where_and_refuse_ops_beside_a_query():
+    t = table("""\
+table:
+  src: amanda/toy/1
+  dst: amanda/toy/1
+  rules:
+    drop_pairs:
+      src: {query: "Transpose#a -> Transpose#b", where: "${a.attrs['perm'] == [0, 1]}"}
+      dst: {remove: true}
+""")
+    g = chain_graph(["Relu", "Transpose", "Transpose", "Relu"])
+    assert apply_table(g, t, registry()).matches == 0 and len(g) == 4
+    with pytest.raises(Exception, match="either 'ops' and 'edges' or a 'query'"):
+        table("""\
+table:
+  src: amanda/toy/1
+  dst: amanda/toy/1
+  rules:
+    r:
+      src: {query: "Relu", ops: {$r: {type: Relu}}}
+      dst: {remove: true}
+""")

@@ -361,12 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true", help="also check each table against the schemas")
     p.set_defaults(func=cmd_tables)
 
-    try:
-        from ..regex.cli import add_match_command
-    except ImportError:  # pragma: no cover - the regex package ships with the core
-        add_match_command = None
-    if add_match_command is not None:
-        add_match_command(sub)
+    from ..regex.cli import add_match_command
+
+    add_match_command(sub)
     return parser
 
 

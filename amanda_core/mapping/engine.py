@@ -31,6 +31,7 @@ from ..namespace.names import NamespaceSpec, parse_spec
 from ..namespace.registry import NamespaceRegistry
 from ..namespace.schema import NamespaceSchema, OpSchema
 from .attrconv import library_for
+from .expr import ExpressionError
 from .match import MatchContext, Matcher, anchor_candidates, type_index
 from .rewrite import MappingError, RewriteContext, apply_template, same_family
 from .table import MappingTable, Rule
@@ -242,11 +243,12 @@ class Converter:
             from ..regex import query_matches
 
             matches = query_matches(g, rule.src.query, ctx, rule=rule, schema=self.schema(g.namespace or inherited))
-            for m in matches:
-                if any(op.graph is not g or op in claimed for op in m.all_ops):
+            for qm in matches:
+                if any(op.graph is not g or op in claimed for op in qm.all_ops):
                     continue
-                rw = apply_template(g, m, rule, rctx)
-                rewrote |= self._record(rw, rr, claimed)
+                if rule.src.where is not None and not self._where(g, qm, rule, ctx):
+                    continue
+                rewrote |= self._record(apply_template(g, qm, rule, rctx), rr, claimed)
             return rewrote
         index = type_index(g)
         matcher = Matcher(g, rule.src, ctx, rule, index)
@@ -256,12 +258,22 @@ class Converter:
             m = matcher.at(anchor, claimed.__contains__)
             if m is None:
                 continue
-            rw = apply_template(g, m, rule, rctx)
-            if rw is None:
-                rr.skipped += 1
-                continue
-            rewrote |= self._record(rw, rr, claimed)
+            rewrote |= self._record(apply_template(g, m, rule, rctx), rr, claimed)
         return rewrote
+
+    @staticmethod
+    def _where(g: Graph, m: Any, rule: Rule, ctx: MatchContext) -> bool:
+        """A query rule's ``where`` condition on one match."""
+        from .views import OpView
+
+        env = ctx.env(g, m, rule.src)
+        env["op"] = OpView(m.all_ops[-1], ctx.parse_dtype)
+        assert rule.src.where is not None
+        try:
+            return bool(rule.src.where.evaluate(env))
+        except ExpressionError as e:
+            raise MappingError(f"{e.reason} (matched {m.describe()})", rule=rule.name,
+                               ops=[o.name for o in m.all_ops]) from None
 
     @staticmethod
     def _record(rw: Any, rr: RuleReport, claimed: set[Op]) -> bool:

@@ -19,6 +19,10 @@ The design's rules, and how the gaps it leaves are closed (``docs/mapping-tables
   rewritten region;
 * an op whose type changes keeps only the attributes the mapper gives (``keep_attrs`` keeps others); an op
   whose type stays keeps its attributes and the mapper's override them;
+* an updated op's ports take the names the mapper lists; otherwise, if its type changed or a port name is not a
+  slot of the target schema (a newer version that renamed a parameter), the target schema's slot names by
+  position;
+* a new op whose ``name`` is the name of an op the same rewrite removes takes that name once the op is gone;
 * every new or updated op records ``(table, rule)`` in ``provenance`` and carries the target namespace.
 """
 
@@ -143,6 +147,7 @@ class _Applier:
         self.removed_set = set(self.removed.values())
         self.new_keys = [k for k in self.t.ops if k not in match.ops]
         self.new: dict[str, Op] = {}
+        self.deferred_names: list[tuple[str, str]] = []  # (temporary name, name it takes after the removal)
         last = match.ops[matched[-1]] if matched else None
         self.default_op = OpView(last, ctx.match_ctx.parse_dtype) if last is not None else None
 
@@ -273,16 +278,25 @@ class _Applier:
 
     # -- building
     def new_name(self, key: str, tpl: OpTemplate) -> str:
+        """The name of a new op: its ``name`` (made unique), else the key, else ``<first matched op>_<var>``.
+        A ``name`` held by an op this rewrite removes is given to the new op once that op is gone."""
         if tpl.name is not None:
             name = _eval(tpl.name, self.env_for(key), self.rule, self.m)
             if not isinstance(name, str) or not name:
                 raise self.fail(f"mapper op {key!r}: the name expression gave {name!r}, not a non-empty string")
+            holder = self.g.ops.get(name)
+            if holder is not None and holder in self.removed_set:
+                unique = self.g.unique_name(name)
+                self.deferred_names.append((unique, name))
+                return unique
         elif tpl.var is None:
             name = key
         else:
             anchor = next(iter(self.m.ops.values()), None)
             name = f"{anchor.name}_{tpl.var}" if anchor is not None else tpl.var
         return self.g.unique_name(name)
+
+
 
     def attrs_of(self, key: str, tpl: OpTemplate) -> dict[str, Any]:
         env = self.env_for(key)
@@ -359,13 +373,16 @@ class _Applier:
             self.rename_ports(op, tpl, env, new_type != old_type)
 
     def rename_ports(self, op: Op, tpl: OpTemplate, env: dict[str, Any], type_changed: bool) -> None:
+        """Ports the mapper lists take those names (by position); otherwise, when the type changed or a port's name
+        is not a slot of the target schema (a version that renamed its parameters), every port of that side takes
+        the target schema's slot names by position."""
         schema = self.dst_schema(op.type)
         for kind, listed in (("in", tpl.inputs), ("out", tpl.outputs)):
             ports = list(op.input_ports if kind == "in" else op.output_ports)
             if listed is not None:
                 names = [n for n, _ in listed]
                 dtypes = [_eval(dt, env, self.rule, self.m) for _, dt in listed]
-            elif type_changed and schema is not None:
+            elif schema is not None and (type_changed or not _names_fit(ports, schema, kind)):
                 names = default_ports(schema, kind, set(), len(ports))[: len(ports)]
                 dtypes = [None] * len(names)
             else:
@@ -480,9 +497,28 @@ class _Applier:
             self.g.remove_op(op)
         return names
 
+    def unfed_after(self, fed_by_removed: list[Port]) -> None:
+        """A kept op's input that a removed op fed and the mapper did not feed again is an error when the
+        target schema requires it (an optional input may simply go unfed)."""
+        for p in fed_by_removed:
+            if not isinstance(p, InputPort) or p.source is not None or p.op is None:
+                continue
+            op = p.op
+            schema = self.dst_schema(op.type)
+            slot = schema.input(p.name) if schema is not None else None
+            if slot is None and schema is not None:
+                idx = op.input_ports.index(p.name)
+                slots = schema.input_ports
+                slot = slots[idx] if idx < len(slots) else (slots[-1] if slots and slots[-1].variadic else None)
+            if slot is None or (not slot.optional and slot.default is NO_DEFAULT):
+                raise self.fail(f"input {op.name}.{p.name} was fed by an op the rule removes, and the mapper "
+                                "does not feed it again; add a mapper edge into it (or remove the op too)")
+
     def run(self) -> Rewrite | None:
         if not self.contained():
             return None
+        fed_by_removed = [p for op in self.kept.values() for p in op.input_ports
+                          if p.source is not None and p.source.op in self.removed_set]
         self.create()
         self.update()
         self.connect_edges()
@@ -490,6 +526,10 @@ class _Applier:
             self.carry_by_position()
         self.control()
         removed = self.remove()
+        for temp, name in self.deferred_names:
+            if name not in self.g.ops and temp in self.g.ops:
+                self.g.rename_op(temp, name)
+        self.unfed_after(fed_by_removed)
         return Rewrite(list(self.new.values()), list(self.kept.values()), removed)
 
 
@@ -501,6 +541,18 @@ def apply_template(graph: Graph, match: Match, rule: Rule, ctx: RewriteContext) 
 
         return apply_transform(graph, match, rule, ctx)
     return _Applier(graph, match, rule, ctx).run()
+
+
+def _names_fit(ports: Sequence[Port], schema: OpSchema, kind: str) -> bool:
+    """Every port name is a slot of ``schema`` (or a positional name ``in0``/``out0``)."""
+    slots = schema.input_ports if kind == "in" else schema.output_ports
+    for p in ports:
+        if any(s.accepts_name(p.name) for s in slots):
+            continue
+        if p.name.startswith(kind) and p.name[len(kind):].isdigit():
+            continue
+        return False
+    return True
 
 
 def same_family(a: str, b: str) -> bool:

@@ -430,6 +430,8 @@ class _Parser:
         ops_d = self.mapping(spec.get("ops"), path + ("ops",), "ops")
         if not ops_d and query is None:
             raise self.error("the matcher has no ops (and no query)", path)
+        if query is not None and (ops_d or spec.get("edges")):
+            raise self.error("a matcher is either 'ops' and 'edges' or a 'query', not both", path + ("query",))
         ops = {str(k): self.op_pattern(str(k), v, path + ("ops", k)) for k, v in ops_d.items()}
         self.unique_vars([o.var for o in ops.values() if o.var], path + ("ops",), "matcher")
         edges = self.edges(spec.get("edges"), path + ("edges",))
