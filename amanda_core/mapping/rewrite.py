@@ -497,7 +497,7 @@ class _Applier:
             self.g.remove_op(op)
         return names
 
-    def unfed_after(self, fed_by_removed: list[Port]) -> None:
+    def unfed_after(self, fed_by_removed: Sequence[Port]) -> None:
         """A kept op's input that a removed op fed and the mapper did not feed again is an error when the
         target schema requires it (an optional input may simply go unfed)."""
         for p in fed_by_removed:

@@ -1,15 +1,19 @@
 """The ``amanda-onnx`` plugin: what it registers with Amanda.
 
 Importing this module does not import ``onnx``; neither does calling its hooks
-once the schema cache is warm (see :mod:`amanda_onnx.schemas`).
+once the schema cache is warm (see :mod:`amanda_onnx.schemas`).  Loading or
+saving a model does.
 """
 
 from __future__ import annotations
 
-from amanda_core import hookimpl
+from typing import Any
+
+from amanda_core import Exporter, Importer, hookimpl
 from amanda_core.namespace import NamespaceProvider, TypeSystem
 
-from .schemas import namespace_providers
+from .common import is_model_proto
+from .schemas import FAMILY, namespace_providers
 from .typesystem import OnnxTypeSystem
 
 
@@ -23,3 +27,29 @@ def amanda_type_systems() -> list[TypeSystem]:
 def amanda_namespaces() -> list[NamespaceProvider]:
     """One provider per ONNX domain: ``amanda/onnx`` (opsets 1 to newest), ``amanda/onnx/ai.onnx.ml`` ..."""
     return list(namespace_providers())
+
+
+def _load(source: Any, **options: Any) -> Any:
+    from .importer import load_model
+
+    return load_model(source, **options)
+
+
+def _save(graph: Any, target: Any = None, **options: Any) -> Any:
+    from .exporter import save_model
+
+    return save_model(graph, target, **options)
+
+
+@hookimpl
+def amanda_importers() -> list[Importer]:
+    """``onnx``: ``.onnx`` files, model bytes and ``onnx.ModelProto`` objects."""
+    return [Importer(name="onnx", namespace=FAMILY, extensions=(".onnx",), load=_load, framework="onnx",
+                     description="ONNX models (lossless; external data read lazily)", accepts=is_model_proto)]
+
+
+@hookimpl
+def amanda_exporters() -> list[Exporter]:
+    """``onnx``: graphs of any ``amanda/onnx`` namespace to ``.onnx`` files (atomic writes)."""
+    return [Exporter(name="onnx", namespace=FAMILY, extensions=(".onnx",), save=_save, framework="onnx",
+                     description="ONNX models (lossless; external data when asked or over 2 GB)")]

@@ -26,7 +26,7 @@ op that use it (homogeneous ports), as ONNX requires.
 
 from __future__ import annotations
 
-__all__ = ["ATTR_KINDS", "OnnxTypeSystem", "SparseTensor"]
+__all__ = ["ATTR_KINDS", "OnnxTypeSystem", "SparseTensor", "SPARSE_TENSOR_TAG"]
 
 from functools import lru_cache
 from typing import Any, Callable, Mapping, Sequence
@@ -35,6 +35,7 @@ import numpy as np
 
 from amanda_core.ir import Graph, Tensor, is_tensor, values_equal
 from amanda_core.namespace.types import TypeExprError, TypeSystem
+from amanda_core.serialization import register_value_type
 
 from .dtypes import OnnxType, elem_type_from_numpy, parse_dtype
 
@@ -249,3 +250,22 @@ def _binds(constraint: str, op_schema: Any, port_schema: Any) -> bool:
         if p.type == constraint and not p.meta.get("homogeneous", True):
             return False
     return True
+
+
+# --------------------------------------------------------------------------- YAML form
+
+
+def _encode_sparse(value: SparseTensor) -> dict[str, Any]:
+    return {"values": value.values, "indices": value.indices, "dims": list(value.dims)}
+
+
+def _decode_sparse(data: Any) -> SparseTensor:
+    if not isinstance(data, dict) or set(data) != {"values", "indices", "dims"}:
+        raise ValueError("!onnx.sparse_tensor takes {values, indices, dims}")
+    return SparseTensor(data["values"], data["indices"], data["dims"])
+
+
+SPARSE_TENSOR_TAG = "onnx.sparse_tensor"
+"""YAML tag of :class:`SparseTensor` values (``!onnx.sparse_tensor {values: !tensor ..., indices: ..., dims: [..]}``)."""
+
+register_value_type(SPARSE_TENSOR_TAG, SparseTensor, _encode_sparse, _decode_sparse)

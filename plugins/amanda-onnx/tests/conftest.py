@@ -29,3 +29,22 @@ def onnx_plugin_loaded(amanda_plugin):
     if not manager.pluggy.is_registered(plugin):
         amanda_plugin(plugin, "amanda-onnx")
     return manager
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line per ONNX suite that ran: round-trip passes, cases onnxruntime cannot run, failures."""
+    import sys
+
+    support = sys.modules.get("onnx_suite_support")
+    if support is None or not support.OUTCOMES:
+        return
+    tr = terminalreporter
+    tr.section("ONNX round-trip suites")
+    for suite, counts in sorted(support.OUTCOMES.items()):
+        tr.write_line(f"{suite}: {counts.get('pass', 0)} round-trip pass, "
+                      f"{counts.get('runtime unavailable', 0)} runtime unavailable (structure and checker verified), "
+                      f"{counts.get('fail', 0)} failures")
+    for suite, cases in sorted(support.UNAVAILABLE.items()):
+        tr.write_line(f"{suite}: onnxruntime cannot run {len(cases)} original model(s):")
+        for line in cases:
+            tr.write_line(f"  {line}")
