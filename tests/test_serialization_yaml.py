@@ -67,8 +67,8 @@ def test_seed_h_subgraph_op_boundary_ports_named_after_the_op():
 def test_type_written_under_attrs_is_the_op_type():
     g = load_graph(SEED / "op_g_attrs.yaml")
     assert g.ops["g"].type == "Relu" and g.ops["g"].attrs == {}
-    with pytest.raises(FormatError, match="type 'Add' and attrs.type 'Relu'"):
-        load_graph("g:\n  type: Add\n  attrs: {type: Relu}\n", filename="t.yaml")
+    both = load_graph("g:\n  type: Optional\n  attrs: {type: Relu}\n", filename="t.yaml")
+    assert both.ops["g"].type == "Optional" and both.ops["g"].attrs == {"type": "Relu"}  # then it is an attribute
 
 
 def test_ports_are_created_from_edges_when_an_op_declares_none():
@@ -334,3 +334,14 @@ def test_op_meta_round_trips_and_counts_in_equality():
     g2.ops["c"].meta["doc_string"] = "changed"
     assert any("meta 'doc_string'" in d for d in g.diff(g2))
     assert g.copy().ops["c"].meta == op.meta
+
+
+def test_an_attribute_named_type_beside_the_op_type():
+    g = Graph()
+    g.add_op("Optional", "o", attrs={"type": "tensor(float)"})
+    g.add_op(None, "untyped", attrs={"type": "seq(tensor(int64))"})
+    text = dump_graph(g)
+    assert "type: null" in text
+    g2 = roundtrip(g)
+    assert g2.ops["o"].type == "Optional" and g2.ops["o"].attrs == {"type": "tensor(float)"}
+    assert g2.ops["untyped"].type is None and g2.ops["untyped"].attrs == {"type": "seq(tensor(int64))"}

@@ -295,7 +295,7 @@ class _Reader:
                                  path + (key,))
         attrs = self.attrs(spec.get("attrs"), path + ("attrs",))
         op_type = spec.get("type")
-        if "type" in attrs:  # the design calls type a built-in attribute and shows it under attrs
+        if "type" in attrs and "type" not in spec:  # the design calls type a built-in attribute, under attrs
             attr_type = attrs.pop("type")
             if op_type is not None and op_type != attr_type:
                 raise self.error(f"op {name!r} has type {op_type!r} and attrs.type {attr_type!r}",
@@ -742,7 +742,7 @@ class _Writer:
         if "->" in op.name or not op.name:
             raise FormatError(f"op name {op.name!r} cannot be written in the edge syntax")
         d: dict[str, Any] = {}
-        if op.type is not None:
+        if op.type is not None or "type" in op.attrs:  # an attribute named type needs the op's own type: key
             d["type"] = op.type
         if op.namespace is not None:
             d["namespace"] = op.namespace

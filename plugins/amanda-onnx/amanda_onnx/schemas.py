@@ -42,6 +42,13 @@ Per op schema
   pre-opset-7 versions with a ``broadcast`` attribute (only ``B`` broadcasts
   there, so ``A`` and ``B`` are not interchangeable).
 
+Structural types
+----------------
+Every default-domain namespace also holds the schemas of ``Initializer``,
+``SparseInitializer`` and ``OuterValue`` (:mod:`amanda_onnx.structural`):
+not ONNX operators, but the ops the importer makes for initializers and
+outer-scope values, marked ``meta: {structural: true}``.
+
 Cache
 -----
 Generation imports ``onnx`` and runs once per ``onnx`` release and

@@ -266,6 +266,6 @@ def _decode_sparse(data: Any) -> SparseTensor:
 
 
 SPARSE_TENSOR_TAG = "onnx.sparse_tensor"
-"""YAML tag of :class:`SparseTensor` values (``!onnx.sparse_tensor {values: !tensor ..., indices: ..., dims: [..]}``)."""
+"""YAML tag of :class:`SparseTensor` values: ``!onnx.sparse_tensor {values: !tensor ..., indices: ..., dims: [..]}``."""
 
 register_value_type(SPARSE_TENSOR_TAG, SparseTensor, _encode_sparse, _decode_sparse)

@@ -1,10 +1,10 @@
 """Fixtures for the amanda-onnx tests."""
 
 import pytest
-from amanda_onnx import plugin
-from amanda_onnx.schemas import clear_memo
 
 from amanda_core.namespace import NamespaceRegistry, PythonTypeSystem, TypeSystemRegistry
+from amanda_onnx import plugin
+from amanda_onnx.schemas import clear_memo
 
 
 @pytest.fixture

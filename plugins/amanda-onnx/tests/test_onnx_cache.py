@@ -7,10 +7,10 @@ import sys
 from importlib import metadata
 
 import pytest
-from amanda_onnx import schemas
-from amanda_onnx.schemas import clear_memo, index, namespace_providers
 
 from amanda_core.errors import NamespaceError
+from amanda_onnx import schemas
+from amanda_onnx.schemas import clear_memo, index, namespace_providers
 
 LIST_AND_LOAD = """
 import json, sys, time

@@ -7,14 +7,14 @@ import onnx
 import onnx.defs
 import pytest
 import yaml
-from amanda_onnx import ATTR_KINDS, COMMUTATIVE_OPS
-from amanda_onnx.schemas import decode_attr_default, family_of, in_force
-from amanda_onnx.structural import STRUCTURAL_TYPES
 from attrs import evolve
 
 from amanda_core.cli.main import main
 from amanda_core.errors import NamespaceError
 from amanda_core.namespace import NO_DEFAULT, dump_schema, load_schema, op_schema_from_dict, op_schema_to_dict
+from amanda_onnx import ATTR_KINDS, COMMUTATIVE_OPS
+from amanda_onnx.schemas import decode_attr_default, family_of, in_force
+from amanda_onnx.structural import STRUCTURAL_TYPES
 
 NEWEST = onnx.defs.onnx_opset_version()
 ML_NEWEST = onnx.defs.onnx_ml_opset_version()

@@ -9,6 +9,10 @@ import onnx
 import onnx.defs
 import onnx.helper
 import pytest
+
+from amanda_core import Graph, Tensor
+from amanda_core.namespace import validate
+from amanda_core.namespace.types import TypeExprError
 from amanda_onnx import (
     ATTR_KINDS,
     ELEM_TYPES,
@@ -23,10 +27,6 @@ from amanda_onnx import (
     parse_dtype,
     type_proto_from_dtype,
 )
-
-from amanda_core import Graph, Tensor
-from amanda_core.namespace import validate
-from amanda_core.namespace.types import TypeExprError
 
 TS = OnnxTypeSystem()
 
