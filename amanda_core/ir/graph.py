@@ -170,13 +170,26 @@ P = TypeVar("P", bound=Port)
 
 
 class PortList(Generic[P]):
-    """Ordered ports, addressable by position or by name."""
+    """Ordered ports, addressable by position or by name.
+
+    Most ops have a handful of ports, so names are looked up by scanning the list; a list that grows past
+    ``_INDEXED`` ports (a variadic ``Concat``, say) keeps a dict by name instead.  This keeps a graph of many
+    small ops lighter and quicker to build."""
 
     __slots__ = ("_ports", "_by_name")
+    _INDEXED = 8
 
     def __init__(self) -> None:
         self._ports: list[P] = []
-        self._by_name: dict[str, P] = {}
+        self._by_name: dict[str, P] | None = None
+
+    def _find(self, name: str) -> P | None:
+        if self._by_name is not None:
+            return self._by_name.get(name)
+        for p in self._ports:
+            if p._name == name:
+                return p
+        return None
 
     def __len__(self) -> int:
         return len(self._ports)
@@ -190,51 +203,60 @@ class PortList(Generic[P]):
     def __getitem__(self, key: str) -> P: ...
     def __getitem__(self, key: int | str) -> P:
         if isinstance(key, str):
-            try:
-                return self._by_name[key]
-            except KeyError:
-                names = ", ".join(self._by_name) or "none"
-                raise KeyError(f"no port {key!r} (ports: {names})") from None
+            p = self._find(key)
+            if p is None:
+                names = ", ".join(self.names()) or "none"
+                raise KeyError(f"no port {key!r} (ports: {names})")
+            return p
         return self._ports[key]
 
     def __contains__(self, key: object) -> bool:
         if isinstance(key, str):
-            return key in self._by_name
-        return isinstance(key, Port) and self._by_name.get(key.name) is key
+            return self._find(key) is not None
+        return isinstance(key, Port) and self._find(key._name) is key
 
     def get(self, name: str, default: P | None = None) -> P | None:
-        return self._by_name.get(name, default)
+        p = self._find(name)
+        return default if p is None else p
 
     def names(self) -> list[str]:
-        return [p.name for p in self._ports]
+        return [p._name for p in self._ports]
 
     def index(self, port: P | str) -> int:
         name = port if isinstance(port, str) else port.name
         for i, p in enumerate(self._ports):
-            if p.name == name:
+            if p._name == name:
                 return i
         raise KeyError(name)
 
+    def _has_duplicates(self) -> bool:
+        return len(self._ports) > 1 and len({p._name for p in self._ports}) != len(self._ports)
+
     def _append(self, port: P, index: int | None = None) -> None:
         name = port._name
-        if name in self._by_name:
+        if self._find(name) is not None:
             raise GraphError(f"duplicate port name {name!r}")
         if index is None:
             self._ports.append(port)
         else:
             self._ports.insert(index, port)
-        self._by_name[name] = port
+        if self._by_name is not None:
+            self._by_name[name] = port
+        elif len(self._ports) > self._INDEXED:
+            self._by_name = {p._name: p for p in self._ports}
 
     def _remove(self, port: P) -> None:
         self._ports.remove(port)
-        del self._by_name[port.name]
+        if self._by_name is not None:
+            del self._by_name[port._name]
 
     def _rename(self, port: P, new: str) -> None:
-        if new in self._by_name:
+        if self._find(new) is not None:
             raise GraphError(f"duplicate port name {new!r}")
-        del self._by_name[port.name]
+        if self._by_name is not None:
+            del self._by_name[port._name]
+            self._by_name[new] = port
         port._name = new
-        self._by_name[new] = port
 
     def __repr__(self) -> str:
         return f"PortList({self.names()})"
@@ -505,13 +527,20 @@ def _add_ports(op: Op, ports: PortList[Any], cls: type, prefix: str,
         for _ in range(specs):
             ports._append(cls(_free_port_name(prefix, ports), None, op))
         return
+    made = ports._ports
     for spec in specs:
-        if isinstance(spec, str):
-            ports._append(cls(spec, None, op))
+        if type(spec) is str:
+            made.append(cls(spec, None, op))
         elif isinstance(spec, tuple):
-            ports._append(cls(spec[0], spec[1], op))
+            made.append(cls(spec[0], spec[1], op))
         else:
             raise GraphError(f"a port is a name or a (name, dtype) pair, got {spec!r}")
+    if len(made) > 1 and ports._has_duplicates():
+        names = [p._name for p in made]
+        dup = next(n for n in names if names.count(n) > 1)
+        raise GraphError(f"duplicate port name {dup!r}")
+    if len(made) > ports._INDEXED:
+        ports._by_name = {p._name: p for p in made}
 
 
 def _free_port_name(prefix: str, ports: PortList[Any]) -> str:
@@ -678,11 +707,14 @@ class Graph:
         elif name in self._ops:
             raise GraphError(f"an op named {name!r} already exists in {self._describe()}")
         op = Op(name, type, attrs, namespace)
-        _add_ports(op, op._inputs, InputPort, "in", inputs)
-        _add_ports(op, op._outputs, OutputPort, "out", outputs)
+        if inputs:
+            _add_ports(op, op._inputs, InputPort, "in", inputs)
+        if outputs:
+            _add_ports(op, op._outputs, OutputPort, "out", outputs)
         op._graph = self
         self._ops[name] = op
-        self._touch()
+        self._version += 1
+        self._topo = None
         return op
 
     def insert(self, op: Op) -> Op:
@@ -795,7 +827,8 @@ class Graph:
             del dst._source._consumers[dst]
         dst._source = src
         src._consumers[dst] = None
-        self._touch()
+        self._version += 1
+        self._topo = None
         return Edge(src, dst)
 
     def disconnect(self, dst: InputPort) -> OutputPort | None:

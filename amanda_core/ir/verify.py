@@ -51,7 +51,7 @@ def verify_graph(graph: Graph, prefix: str = "") -> list[str]:
         if op._graph is not graph:
             report(f"op {key!r} does not record this graph as its graph")
         for plist, kind in ((op._inputs, "input"), (op._outputs, "output")):
-            if len(plist._ports) != len(plist._by_name):
+            if plist._has_duplicates():
                 names = [p.name for p in plist]
                 dups = sorted({n for n in names if names.count(n) > 1})
                 report(f"op {key!r} has duplicate {kind} port names {dups}")
