@@ -605,3 +605,23 @@ table:
       src: {query: "Relu", ops: {$r: {type: Relu}}}
       dst: {remove: true}
 """)
+
+
+def test_a_later_rule_sees_types_an_earlier_rule_changed_in_place():
+    t = table("""\
+table:
+  src: amanda/toy/1
+  dst: amanda/toy/1
+  rules:
+    to_block:
+      src: {ops: {$r: {type: Relu}}}
+      dst: {ops: {$r: {type: Block}}}
+    mark_block:
+      apply_after: [to_block]
+      src: {ops: {$b: {type: Block}}}
+      dst: {ops: {$b: {meta: {seen: true}}}}
+""")
+    g = toy_chain()
+    report = apply_table(g, t, registry())
+    assert [r.matches for r in report.rules] == [1, 1]
+    assert g.ops["relu"].type == "Block" and g.ops["relu"].meta == {"seen": True}

@@ -102,6 +102,7 @@ class Converter:
         self._schemas: dict[str, NamespaceSchema | None] = {}
         self.library = library_for(self.registry.type_systems)
         self._parse_cache: dict[tuple[str, str], Any] = {}
+        self._index_cache: dict[int, tuple[Graph, int, dict[str | None, list[Op]]]] = {}
 
     # -- schemas and dtypes
     def schema(self, namespace: str | None) -> NamespaceSchema | None:
@@ -200,24 +201,39 @@ class Converter:
         rules = _select(table.ordered_rules(), include_tags, exclude_tags)
         dst_schema = self.schema(dst_ns)
         family_same = same_family(src_ns, dst_ns)
+        graphs = list(graphs_in(graph, None))
+        changed_any = False
         for rule in rules:
             rr = RuleReport(table.name, rule.name)
             report.rules.append(rr)
-            self._apply_rule(graph, table, rule, src_spec, src_ns, dst_ns, dst_schema, family_same, rr)
-        if table.carry == "unchanged":
-            report.carried = self._carry(graph, src_spec, src_ns, dst_ns)
-        self._settle(graph, src_ns, dst_ns)
+            if self._apply_rule(graphs, table, rule, src_spec, dst_ns, dst_schema, family_same, rr):
+                changed_any = True
+                if rule.dst.transform is not None or _may_nest(rule):
+                    graphs = list(graphs_in(graph, None))  # a rewrite may have made or dropped nested graphs
+        report.carried = self._finish(graphs if not changed_any else list(graphs_in(graph, None)), graph, src_spec,
+                                      src_ns, dst_ns, table.carry == "unchanged")
         return report
 
-    def _apply_rule(self, graph: Graph, table: MappingTable, rule: Rule, src_spec: NamespaceSpec, src_ns: str,
-                    dst_ns: str, dst_schema: NamespaceSchema | None, family_same: bool, rr: RuleReport) -> None:
-        for g, inherited in list(graphs_in(graph, None)):
+    def _apply_rule(self, graphs: list[tuple[Graph, str | None]], table: MappingTable, rule: Rule,
+                    src_spec: NamespaceSpec, dst_ns: str, dst_schema: NamespaceSchema | None, family_same: bool,
+                    rr: RuleReport) -> bool:
+        """Apply one rule to every graph; True if it rewrote anything."""
+        anchors = _anchor_types(rule)
+        changed = False
+        for g, inherited in graphs:
+            if anchors is not None and not anchors & self._types(g).keys():
+                continue  # no op of the anchor's type here: nothing can match
             passes = 0
+            touched = False
             while True:
                 passes += 1
                 rewrote = self._pass(g, inherited, table, rule, src_spec, dst_ns, dst_schema, family_same, rr)
+                touched |= rewrote
                 if not rule.repeat or not rewrote or passes > len(g) + 1:
                     break
+            if not touched:
+                continue
+            changed = True
             try:
                 g.topological_order()
             except GraphCycleError as e:
@@ -226,6 +242,16 @@ class Converter:
                 raise MappingError(f"the rule's rewrites made a cycle: {' -> '.join(names + names[:1])}"
                                    + (f" (created by this rule: {', '.join(by_rule)})" if by_rule else ""),
                                    table.name, rule.name, names) from None
+        return changed
+
+    def _types(self, g: Graph) -> dict[str | None, list[Op]]:
+        """Ops of ``g`` by type in topological order, kept until the graph changes."""
+        cached = self._index_cache.get(id(g))
+        if cached is not None and cached[0] is g and cached[1] == g._version:
+            return cached[2]
+        index = type_index(g)
+        self._index_cache[id(g)] = (g, g._version, index)
+        return index
 
     def _pass(self, g: Graph, inherited: str | None, table: MappingTable, rule: Rule, src_spec: NamespaceSpec,
               dst_ns: str, dst_schema: NamespaceSchema | None, family_same: bool, rr: RuleReport) -> bool:
@@ -250,7 +276,7 @@ class Converter:
                     continue
                 rewrote |= self._record(apply_template(g, qm, rule, rctx), rr, claimed)
             return rewrote
-        index = type_index(g)
+        index = self._types(g)
         matcher = Matcher(g, rule.src, ctx, rule, index)
         for anchor in anchor_candidates(g, rule.src, index):
             if anchor.graph is not g or anchor in claimed:
@@ -289,61 +315,94 @@ class Converter:
         rr.removed += len(rw.removed)
         return True
 
-    def _carry(self, graph: Graph, src_spec: NamespaceSpec, src_ns: str, dst_ns: str) -> int:
+    def _finish(self, graphs: list[tuple[Graph, str | None]], graph: Graph, src_spec: NamespaceSpec, src_ns: str,
+                dst_ns: str, carry: bool) -> int:
+        """Carry unchanged ops (when asked) and settle namespaces, in one walk per graph; returns how many ops
+        were carried.
+
+        An op no rule took, in the source namespace, moves to the target when ``carry`` is set and its op schema
+        is the same in both.  A graph whose ops are then all in the target (or in another family, like ONNX-ML
+        beside ONNX) takes the target namespace and its ops drop their own; a graph left mixed pins each op to
+        the namespace it is in; a graph where nothing moved stays as it was."""
         src_schema, dst_schema = self.schema(src_ns), self.schema(dst_ns)
-        if src_schema is None or dst_schema is None:
-            return 0
-        moved = 0
-        same: dict[str, bool] = {}  # op type -> its schema is the same in both namespaces
+        carry = carry and src_schema is not None and dst_schema is not None
+        same: dict[str | None, bool] = {}  # op type -> its schema is the same in both namespaces
         in_src: dict[str, bool] = {}
-        for g, inherited in list(graphs_in(graph, None)):
+        moved = 0
+        nested_inheriting: list[Graph] = []
+        for g, inherited in graphs:
+            default = g.namespace or inherited
+            if g.namespace is None and g is not graph:
+                nested_inheriting.append(g)
+            has_dst = False
+            stuck: list[Op] = []
+            carried: list[Op] = []
             for op in g:
-                t = op.type
-                if t is None:
+                ns = op.namespace or default
+                if ns == dst_ns:
+                    has_dst = True
                     continue
-                ns = op_namespace(op, inherited)
                 if ns is None:
                     continue
                 ok = in_src.get(ns)
                 if ok is None:
                     ok = in_src[ns] = src_spec.matches(ns)
                 if not ok:
-                    continue
-                unchanged = same.get(t)
-                if unchanged is None:
-                    a, b = src_schema.get(t), dst_schema.get(t)
-                    unchanged = same[t] = a is not None and b is not None and (a is b or a == b)
-                if unchanged:
-                    op.namespace = dst_ns
-                    moved += 1
-        return moved
-
-    def _settle(self, graph: Graph, src_ns: str, dst_ns: str) -> None:
-        """Give each graph the target namespace if all its ops are there; otherwise pin ops to where they are."""
-        for g, inherited in list(graphs_in(graph, None)):
-            own = g.namespace
-            if own is None and g is not graph:
-                continue  # nested graphs inherit; their ops carry their own namespace when it differs
-            names = [op_namespace(op, inherited) for op in g]
-            if dst_ns not in names:
+                    continue  # another family (ONNX-ML beside ONNX): not this table's business
+                if carry:
+                    t = op.type
+                    unchanged = same.get(t)
+                    if unchanged is None:
+                        a = src_schema.get(t) if t is not None else None  # type: ignore[union-attr]
+                        b = dst_schema.get(t) if t is not None else None  # type: ignore[union-attr]
+                        unchanged = same[t] = a is not None and b is not None and (a is b or a == b)
+                    if unchanged:
+                        carried.append(op)
+                        continue
+                stuck.append(op)
+            moved += len(carried)
+            if not has_dst and not carried:
                 continue  # nothing moved here: the graph stays as it was
-            if own == src_ns and all(n == dst_ns or (n is not None and not same_family(n, src_ns)) for n in names):
-                g.namespace = dst_ns
+            if g.namespace is not None and not stuck:
+                g.namespace = dst_ns  # every op is in the target now: they inherit it
                 for op in g:
                     if op.namespace == dst_ns:
                         op.namespace = None
-            elif own == src_ns:
-                for op, n in zip(list(g), names):
-                    if op.namespace is None and n == src_ns:
-                        op.namespace = src_ns
-        # nested graphs that inherit: ops already in the target no longer need their own namespace
-        if graph.namespace == dst_ns:
-            for g, inherited in list(graphs_in(graph, None)):
-                if g is graph or g.namespace is not None:
-                    continue
+            else:
+                for op in carried:
+                    op.namespace = dst_ns
+                if g.namespace is not None:
+                    for op in stuck:
+                        if op.namespace is None:
+                            op.namespace = g.namespace  # pinned where it is: the graph is mixed now
+        if graph.namespace == dst_ns:  # nested graphs that inherit no longer need to name the target
+            for g in nested_inheriting:
                 for op in g:
-                    if op.namespace == dst_ns and (inherited == dst_ns):
+                    if op.namespace == dst_ns:
                         op.namespace = None
+        return moved
+
+
+def _may_nest(rule: Rule) -> bool:
+    """Whether a rule's rewrites can add or drop nested graphs: it removes ops (which may hold graphs) or gives
+    a new op an attribute that may hold one (an expression)."""
+    dst = rule.dst
+    if any(k not in dst.ops for k in rule.src.ops):
+        return True
+    return any(v.kind == "expr" for t in dst.ops.values() for v in t.attrs.values())
+
+
+def _anchor_types(rule: Rule) -> set[str | None] | None:
+    """The op types a rule's search can start from (None: any op, or a query)."""
+    if rule.src.query is not None or not rule.src.ops:
+        return None
+    from .match import _plan
+
+    key = _plan(rule.src)[0][0]
+    t = rule.src.ops[key].type
+    if t is None or t.kind != "literal":
+        return None
+    return set(t.value) if isinstance(t.value, list) else {t.value}
 
 
 def _select(rules: list[Rule], include: Sequence[str], exclude: Sequence[str]) -> list[Rule]:

@@ -23,6 +23,8 @@ The design's rules, and how the gaps it leaves are closed (``docs/mapping-tables
   slot of the target schema (a newer version that renamed a parameter), the target schema's slot names by
   position;
 * a new op whose ``name`` is the name of an op the same rewrite removes takes that name once the op is gone;
+* a new op's variadic group joined to a matched op's group by an edge (``$c.inputs* -> new.values*``,
+  ``new.outputs* -> $s.outputs*``) gets one port per element;
 * every new or updated op records ``(table, rule)`` in ``provenance`` and carries the target namespace.
 """
 
@@ -414,6 +416,12 @@ class _Applier:
                     if f"{e.dst.port}_{i}" not in op.input_ports:
                         op.add_input_port(f"{e.dst.port}_{i}")
                 targets = self.targets_of(e.dst)
+            elif len(sources) != len(targets) and e.src.group and e.src.op in self.new:
+                op = self.new[e.src.op]  # ... and as many output ports as there are groups of readers to serve
+                for i in range(len(targets)):
+                    if f"{e.src.port}_{i}" not in op.output_ports:
+                        op.add_output_port(f"{e.src.port}_{i}")
+                sources = self.source_of(e.src)
             if len(sources) != len(targets):
                 raise self.fail(f"edge {e}: {len(sources)} source(s) for {len(targets)} target(s)")
             for src, (kind, tgt) in zip(sources, targets):
@@ -530,6 +538,7 @@ class _Applier:
             if name not in self.g.ops and temp in self.g.ops:
                 self.g.rename_op(temp, name)
         self.unfed_after(fed_by_removed)
+        self.g._touch()  # types and attributes changed in place: caches keyed by the graph's version must go
         return Rewrite(list(self.new.values()), list(self.kept.values()), removed)
 
 

@@ -49,16 +49,27 @@ class _CorePlugin:
 
 @attrs.define
 class Registry:
-    """Everything the loaded plugins registered, gathered once."""
+    """Everything the loaded plugins registered, gathered once.
+
+    Mapping tables are gathered on first use only: building them may take a plugin a moment, and listing
+    namespaces or reading a model does not need them."""
 
     namespaces: NamespaceRegistry
     importers: list[tuple[Importer, str]]
     exporters: list[tuple[Exporter, str]]
-    tables: list[tuple[Any, str]]
+    _gather_tables: Any = attrs.field(default=None, repr=False)
+    _tables: list[tuple[Any, str]] | None = attrs.field(default=None, repr=False)
 
     @property
     def type_systems(self) -> TypeSystemRegistry:
         return self.namespaces.type_systems
+
+    @property
+    def tables(self) -> list[tuple[Any, str]]:
+        """Mapping tables (objects or paths) with the plugin that registered each."""
+        if self._tables is None:
+            self._tables = list(self._gather_tables()) if self._gather_tables is not None else []
+        return self._tables
 
 
 class PluginManager:
@@ -170,8 +181,10 @@ class PluginManager:
                 namespaces.add(provider, plugin_name)
         importers = [(i, p) for p, items in self._call("amanda_importers") for i in _typed(items, Importer, p)]
         exporters = [(e, p) for p, items in self._call("amanda_exporters") for e in _typed(items, Exporter, p)]
-        tables = [(t, p) for p, items in self._call("amanda_mapping_tables") for t in items]
-        return Registry(namespaces, importers, exporters, tables)
+        def gather_tables() -> list[tuple[Any, str]]:
+            return [(t, p) for p, items in self._call("amanda_mapping_tables") for t in items]
+
+        return Registry(namespaces, importers, exporters, gather_tables)
 
     def _call(self, hook_name: str) -> list[tuple[str, Sequence[Any]]]:
         """Call a hook on every plugin, keeping which plugin gave what."""

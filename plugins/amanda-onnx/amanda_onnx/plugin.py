@@ -53,3 +53,12 @@ def amanda_exporters() -> list[Exporter]:
     """``onnx``: graphs of any ``amanda/onnx`` namespace to ``.onnx`` files (atomic writes)."""
     return [Exporter(name="onnx", namespace=FAMILY, extensions=(".onnx",), save=_save, framework="onnx",
                      description="ONNX models (lossless; external data when asked or over 2 GB)")]
+
+
+@hookimpl
+def amanda_mapping_tables() -> list[Any]:
+    """Opset conversion: a table from each opset of the default domain to the next (upgrade), and back where the
+    older opset can say exactly the same (downgrade); see ``docs/onnx-opsets.md``."""
+    from .opset import tables
+
+    return list(tables())
