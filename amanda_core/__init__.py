@@ -25,7 +25,7 @@ from .errors import (
 )
 from .ir import CONTROL, Graph, GraphInput, GraphOutput, InputPort, Op, OutputPort, Tensor
 from .namespace import NamespaceRegistry, NamespaceSchema, OpSchema, TypeSystem, validate
-from .plugin import Exporter, Importer, hookimpl, registry
+from .plugin import Exporter, Importer, Runner, hookimpl, registry
 
 __version__ = "0.1.0"
 
@@ -48,6 +48,7 @@ __all__ = [
     "OpSchema",
     "OutputPort",
     "PluginError",
+    "Runner",
     "SchemaError",
     "Tensor",
     "TypeSystem",

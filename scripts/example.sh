@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # The main job on a bundled example (no network beyond package installs, no model download):
-# validate the seed's TensorFlow and PyTorch graphs against the schemas generated from the
-# installed frameworks, and summarize them.
+# upgrade a small ONNX image classifier written at opset 11 to the newest opset through Amanda's mapping tables,
+# then run the original and the upgraded model on the same inputs with onnxruntime and compare the outputs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-venv.sh
 amanda=.venv/bin/amanda
-tf_ns=$($amanda namespaces | awk '$1 ~ /^amanda\/tensorflow\// {print $1}' | tail -n 1)
-torch_ns=$($amanda namespaces | awk '$1 ~ /^amanda\/pytorch\// {print $1}' | tail -n 1)
+model=examples/onnx/small_cnn_opset11.onnx
+mkdir -p out
 set -x
-$amanda validate examples/seed/tf_single_layer.yaml --namespace "$tf_ns"
-$amanda inspect examples/seed/tf_single_layer.yaml
-$amanda validate examples/seed/pytorch_single_layer.yaml --namespace "$torch_ns"
-$amanda inspect examples/seed/pytorch_single_layer.yaml
+$amanda inspect "$model"
+$amanda convert "$model" --to amanda/onnx -o out/small_cnn_upgraded.onnx --explain
+$amanda validate out/small_cnn_upgraded.onnx
+$amanda check "$model" out/small_cnn_upgraded.onnx --dim batch=4 --exact

@@ -248,3 +248,59 @@ def test_tables_lists_plugin_tables(capsys, seed_both, amanda_isolated):
     rc, out, _ = run(capsys, "tables", "--json", "--check")
     data = json.loads(out)
     assert rc == 0 and data["tables"][0]["rules"] == 1 and data["problems"] == []
+
+
+# --------------------------------------------------------------------------- check
+
+from amanda_core import Runner  # noqa: E402
+
+
+def _scale_run(graph, inputs):
+    """Evaluates the toy graphs below: a chain of Scale ops (y = x * k)."""
+    import numpy as np
+
+    values = {p.name: np.asarray(inputs[p.name]) for p in graph.input_ports}
+    for op in graph.topological_order():
+        src = op.input_ports["x"].source
+        x = values[src.name] if src.op is None else values[f"{src.op.name}.{src.name}"]
+        values[f"{op.name}.y"] = (x * op.attrs["k"]).astype(x.dtype)
+    out = {}
+    for p in graph.output_ports:
+        s = p.source
+        out[p.name] = values[f"{s.op.name}.{s.name}"]
+    return out
+
+
+def _scale_inputs(graph, seed=0, dims=None):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return {p.name: rng.standard_normal((2, 3)).astype(np.float32) for p in graph.input_ports}
+
+
+class ScalePlugin:
+    @hookimpl
+    def amanda_runners(self):
+        return [Runner("scale", "amanda/scale", _scale_run, _scale_inputs)]
+
+
+def scale_model(path, k):
+    path.write_text("graph:\n  namespace: amanda/scale/1\n  input_ports: [x]\n  output_ports: [y]\n  ops:\n"
+                    f"    s: {{type: Scale, attrs: {{k: {k}}}, input_ports: [x], output_ports: [y]}}\n"
+                    "  edges: [graph.x -> s.x, s.y -> graph.y]\n")
+    return str(path)
+
+
+def test_check_runs_both_models_and_compares(tmp_path, capsys, amanda_isolated):
+    amanda_isolated(ScalePlugin(), "scale")
+    a, b, c = scale_model(tmp_path / "a.yaml", 2.0), scale_model(tmp_path / "b.yaml", 2.0), \
+        scale_model(tmp_path / "c.yaml", 2.00001)
+    rc, out, _ = run(capsys, "check", a, b, "--exact")
+    assert rc == 0 and "y: float32[2, 3] bit-identical -> ok" in out and "same outputs" in out
+    rc, out, _ = run(capsys, "check", a, c)
+    assert rc == 0 and "max abs diff" in out  # within rtol 1e-5
+    rc, out, _ = run(capsys, "check", a, c, "--exact", "--json")
+    data = json.loads(out)
+    assert rc == 1 and data["match"] is False and data["outputs"][0]["bit_identical"] is False
+    rc, _, err = run(capsys, "check", a, str(SEED / "tf_single_layer.yaml"))
+    assert rc == 2 and "no installed plugin runs graphs of amanda/tensorflow/1.13.1" in err

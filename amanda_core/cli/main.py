@@ -264,7 +264,10 @@ def cmd_convert(args: argparse.Namespace) -> int:
             raise AmandaError(f"the converted graph breaks the schema of {result.target} ({len(problems)} "
                               "problem(s)); nothing was written:\n  " + "\n  ".join(lines))
     written = save_model(out, args.output)
-    chain = " -> ".join([s.src for s in result.steps[:1]] + [s.dst for s in result.steps]) or out.namespace
+    if len(result.steps) > 2:
+        chain = f"{result.steps[0].src} -> {result.steps[-1].dst} ({len(result.steps)} tables)"
+    else:
+        chain = " -> ".join([s.src for s in result.steps[:1]] + [s.dst for s in result.steps]) or out.namespace
     n_ops = sum(1 for _ in out.walk())
     print(f"{args.input}: {chain}: {n_ops} ops; wrote {', '.join(written)}")
     return EXIT_OK
@@ -300,6 +303,75 @@ def cmd_tables(args: argparse.Namespace) -> int:
         for p in problems:
             print(p)
     return EXIT_INVALID if any(not p.startswith("note:") for p in problems) else EXIT_OK
+
+
+def _runner(graph: Graph, what: str) -> Any:
+    ns = graph.namespace or ""
+    for runner, _plugin in _registry().runners:
+        if ns and runner.handles_namespace(ns):
+            return runner
+    raise AmandaError(f"{what}: no installed plugin runs graphs of {ns or 'no namespace'}")
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Run two models on the same inputs with their frameworks' runtimes and compare the outputs."""
+    import numpy as np
+
+    dims: dict[str, int] = {}
+    for item in args.dim or []:
+        name, eq, value = item.partition("=")
+        if not eq or not value.strip().isdigit():
+            raise AmandaError(f"--dim takes NAME=SIZE, got {item!r}")
+        dims[name.strip()] = int(value)
+    ref, cand = load_model(args.reference), load_model(args.candidate)
+    run_ref, run_cand = _runner(ref, args.reference), _runner(cand, args.candidate)
+    inputs = run_ref.example_inputs(ref, args.seed, dims)
+    names_c = cand.input_ports.names()
+    if sorted(names_c) == sorted(inputs):
+        cand_inputs = dict(inputs)
+    elif len(names_c) == len(inputs):
+        cand_inputs = dict(zip(names_c, inputs.values()))  # same inputs, other names: by position
+    else:
+        raise AmandaError(f"the models take different inputs: {', '.join(inputs)} and {', '.join(names_c)}")
+    out_ref = list(run_ref.run(ref, inputs).items())
+    out_cand = list(run_cand.run(cand, cand_inputs).items())
+    if len(out_ref) != len(out_cand):
+        raise AmandaError(f"the models give {len(out_ref)} and {len(out_cand)} outputs")
+    rows = []
+    ok = True
+    for (name_a, a), (name_b, b) in zip(out_ref, out_cand):
+        a, b = np.asarray(a), np.asarray(b)
+        row: dict[str, Any] = {"output": name_a, "candidate_output": name_b, "shape": list(a.shape),
+                               "dtype": str(a.dtype)}
+        if a.shape != b.shape or a.dtype != b.dtype:
+            row.update(match=False, problem=f"{a.dtype}{list(a.shape)} against {b.dtype}{list(b.shape)}")
+        else:
+            same_bits = a.tobytes() == b.tobytes()
+            if a.dtype.kind in "fc" and a.size:
+                diff = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+                close = bool(np.allclose(a, b, rtol=args.rtol, atol=args.atol, equal_nan=True))
+            else:
+                diff = 0.0 if same_bits else float("nan")
+                close = bool(np.array_equal(a, b))
+            row.update(max_abs_diff=diff, bit_identical=same_bits, match=same_bits if args.exact else close)
+        ok &= bool(row["match"])
+        rows.append(row)
+    if args.json:
+        print(json.dumps({"reference": args.reference, "candidate": args.candidate, "runner": run_ref.name,
+                          "inputs": {k: list(v.shape) for k, v in inputs.items()}, "outputs": rows, "match": ok},
+                         indent=2))
+    else:
+        shapes = ", ".join(f"{k}{list(v.shape)}" for k, v in inputs.items())
+        print(f"inputs (seed {args.seed}): {shapes}")
+        for r in rows:
+            if "problem" in r:
+                print(f"  {r['output']}: MISMATCH {r['problem']}")
+                continue
+            state = "bit-identical" if r["bit_identical"] else f"max abs diff {r['max_abs_diff']:.3g}"
+            print(f"  {r['output']}: {r['dtype']}{r['shape']} {state} -> {'ok' if r['match'] else 'MISMATCH'}")
+        tol = "bit for bit" if args.exact else f"rtol {args.rtol:g}, atol {args.atol:g}"
+        print(f"{'same outputs' if ok else 'outputs differ'} ({run_ref.name} / {run_cand.name}, {tol})")
+    return EXIT_OK if ok else EXIT_INVALID
 
 
 # --------------------------------------------------------------------------- parser
@@ -355,6 +427,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-plugin-tables", action="store_true", help="use only the --table files")
     p.add_argument("--no-validate", action="store_true", help="skip checking the result against its schema")
     p.set_defaults(func=cmd_convert)
+
+    p = sub.add_parser("check", help="run two models on the same inputs and compare their outputs (exit 1 if "
+                                     "they differ)")
+    p.add_argument("reference", metavar="REFERENCE", help="the original model")
+    p.add_argument("candidate", metavar="CANDIDATE", help="the converted model")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--dim", action="append", metavar="NAME=SIZE", help="size of a symbolic dimension (default 1)")
+    p.add_argument("--rtol", type=float, default=1e-5)
+    p.add_argument("--atol", type=float, default=1e-6)
+    p.add_argument("--exact", action="store_true", help="require bit-identical outputs")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("tables", help="list the registered mapping tables")
     p.add_argument("--json", action="store_true")

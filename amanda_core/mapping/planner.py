@@ -62,9 +62,9 @@ class Conversion:
         lines = []
         for report in self.reports:
             lines.append(f"table {report.table}: {report.src} -> {report.dst}")
+            idle = sum(1 for r in report.rules if not r.matches and not r.skipped)
             for r in report.rules:
                 if not r.matches and not r.skipped:
-                    lines.append(f"  rule {r.rule}: no match")
                     continue
                 produced = ", ".join(f"{n} {t}" for t, n in sorted(r.produced.items())) or "no op"
                 examples = f" ({', '.join(r.examples[:3])}{', ...' if len(r.examples) > 3 else ''})" \
@@ -75,6 +75,8 @@ class Conversion:
                              f"removed {r.removed} op(s){extra}")
             if report.carried:
                 lines.append(f"  carried unchanged: {report.carried} op(s)")
+            if idle:
+                lines.append(f"  {idle} rule(s) matched nothing")
         if self.unconverted:
             lines.append("left unconverted:")
             for t, ns, n, names in self.unconverted:

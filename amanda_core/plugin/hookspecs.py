@@ -18,7 +18,7 @@ import pluggy
 if TYPE_CHECKING:
     from ..namespace.registry import NamespaceProvider
     from ..namespace.types import TypeSystem
-    from .types import Exporter, Importer
+    from .types import Exporter, Importer, Runner
 
 PROJECT = "amanda"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -55,3 +55,9 @@ def amanda_mapping_tables() -> Sequence[Any]:
     """Mapping tables from one namespace (version range) to another: table
     objects, or paths to YAML table files shipped with the plugin.  Tables
     installed by plugins are trusted to run expressions."""
+
+
+@hookspec
+def amanda_runners() -> Sequence[Runner]:
+    """Runners: execute a graph of a namespace (family or range) on given inputs with the framework's own
+    runtime, so that a conversion can be checked by running source and result on the same inputs."""

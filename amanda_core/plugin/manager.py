@@ -22,12 +22,12 @@ from ..errors import PluginError
 from ..namespace.registry import NamespaceProvider, NamespaceRegistry
 from ..namespace.types import PythonTypeSystem, TypeSystem, TypeSystemRegistry
 from . import hookspecs
-from .types import Exporter, Importer
+from .types import Exporter, Importer, Runner
 
 ENTRY_POINT_GROUP = "amanda"
 ENV_DISABLE = "AMANDA_DISABLE_PLUGIN_AUTOLOAD"
 ENV_ONLY = "AMANDA_PLUGINS"
-HOOK_NAMES = ("amanda_type_systems", "amanda_namespaces", "amanda_importers", "amanda_exporters",
+HOOK_NAMES = ("amanda_type_systems", "amanda_namespaces", "amanda_importers", "amanda_exporters", "amanda_runners",
               "amanda_mapping_tables")
 
 
@@ -57,6 +57,7 @@ class Registry:
     namespaces: NamespaceRegistry
     importers: list[tuple[Importer, str]]
     exporters: list[tuple[Exporter, str]]
+    runners: list[tuple[Runner, str]]
     _gather_tables: Any = attrs.field(default=None, repr=False)
     _tables: list[tuple[Any, str]] | None = attrs.field(default=None, repr=False)
 
@@ -184,7 +185,8 @@ class PluginManager:
         def gather_tables() -> list[tuple[Any, str]]:
             return [(t, p) for p, items in self._call("amanda_mapping_tables") for t in items]
 
-        return Registry(namespaces, importers, exporters, gather_tables)
+        runners = [(r, p) for p, items in self._call("amanda_runners") for r in _typed(items, Runner, p)]
+        return Registry(namespaces, importers, exporters, runners, gather_tables)
 
     def _call(self, hook_name: str) -> list[tuple[str, Sequence[Any]]]:
         """Call a hook on every plugin, keeping which plugin gave what."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["Importer", "Exporter"]
+__all__ = ["Importer", "Exporter", "Runner"]
 
 import os
 from typing import Any, Callable
@@ -63,3 +63,23 @@ class Exporter:
     def handles_namespace(self, namespace: str) -> bool:
         spec = parse_spec(self.namespace)
         return spec.matches(namespace)
+
+
+@attrs.frozen
+class Runner:
+    """Runs a graph with a framework's runtime.
+
+    ``run(graph, inputs)`` takes a dict of numpy arrays by graph input name and returns the graph outputs in
+    order (a dict by output name); ``example_inputs(graph, seed)`` makes inputs that fit the graph's input ports
+    (symbolic dimensions taken as 1 unless told otherwise).  ``namespace`` is the family or range it runs.
+    """
+
+    name: str
+    namespace: str
+    run: Callable[..., Any]
+    example_inputs: Callable[..., Any]
+    framework: str | None = None
+    description: str = ""
+
+    def handles_namespace(self, namespace: str) -> bool:
+        return parse_spec(self.namespace).matches(namespace)

@@ -120,11 +120,13 @@ class _Exporter:
                 self.training(t, m.training_info.add(), scope, i)
         if "configuration" in attrs:
             fill_entries(m.configuration, attrs["configuration"])
-        entries = self.opsets(attrs.get("opset_import"), used, ns if domain == "" else None, "the model")
+        recorded = attrs.get("opset_import")
+        entries = self.opsets(recorded, used, ns if domain == "" else None, "the model")
         fill_entries(m.opset_import, entries)
-        if "ir_version" in attrs:
-            m.ir_version = attrs["ir_version"]
+        if "ir_version" in attrs and (entries == list(recorded or []) or attrs["ir_version"] >= _min_ir_version(entries)):
+            m.ir_version = attrs["ir_version"]  # as read (a model is written back exactly as it came)
         else:
+            # a converted model whose opsets need a newer IR than the one it was read with
             m.ir_version = _min_ir_version(entries)
         return m
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from amanda_core import Exporter, Importer, hookimpl
+from amanda_core import Exporter, Importer, Runner, hookimpl
 from amanda_core.namespace import NamespaceProvider, TypeSystem
 
 from .common import is_model_proto
@@ -62,3 +62,22 @@ def amanda_mapping_tables() -> list[Any]:
     from .opset import tables
 
     return list(tables())
+
+
+def _run(graph: Any, inputs: Any) -> Any:
+    from .runtime import run
+
+    return run(graph, inputs)
+
+
+def _example_inputs(graph: Any, seed: int = 0, dims: Any = None) -> Any:
+    from .runtime import example_inputs
+
+    return example_inputs(graph, seed, dims)
+
+
+@hookimpl
+def amanda_runners() -> list[Runner]:
+    """``onnxruntime``: runs any ``amanda/onnx`` graph on the CPU (for ``amanda check``)."""
+    return [Runner(name="onnxruntime", namespace=FAMILY, run=_run, example_inputs=_example_inputs,
+                   framework="onnxruntime", description="ONNX graphs on onnxruntime's CPU provider")]

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 
-import amanda_tf.plugin
 import pytest
-from amanda_tf.namespace import TensorFlowNamespaces
 
+import amanda_tf.plugin
 from amanda_core.namespace import NamespaceSchema
 from amanda_core.plugin import PluginManager
 from amanda_core.plugin.manager import Registry
+from amanda_tf.namespace import TensorFlowNamespaces
 
 
 @pytest.fixture(scope="session")

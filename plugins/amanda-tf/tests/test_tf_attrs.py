@@ -8,10 +8,10 @@ import math
 import ml_dtypes
 import numpy as np
 import pytest
-from amanda_tf.attrs import decode_attr_value, decode_float, decode_json, encode_json
-from amanda_tf.types import TFTypeSystem
 
 from amanda_core.ir.tensor import Tensor
+from amanda_tf.attrs import decode_attr_value, decode_float, decode_json, encode_json
+from amanda_tf.types import TFTypeSystem
 
 
 @pytest.fixture(scope="module")

@@ -11,11 +11,6 @@ import textwrap
 
 import numpy as np
 import pytest
-from amanda_tf.dtypes import is_dtype_name
-from amanda_tf.framework import TensorFlowMissingError
-from amanda_tf.namespace import TensorFlowNamespaces
-from amanda_tf.schema import GENERATOR_VERSION, cache_key, load_schema_data
-from amanda_tf.types import TFTypeSystem, parse_attr_type
 
 from amanda_core import Graph
 from amanda_core.cli.main import main
@@ -24,6 +19,11 @@ from amanda_core.ir.tensor import Tensor
 from amanda_core.namespace import NO_DEFAULT, NamespaceRegistry, TypeSystemRegistry, load_schema, validate
 from amanda_core.namespace.schema import dump_schema, op_schema_from_dict, op_schema_to_dict
 from amanda_core.plugin import manager
+from amanda_tf.dtypes import is_dtype_name
+from amanda_tf.framework import TensorFlowMissingError
+from amanda_tf.namespace import TensorFlowNamespaces
+from amanda_tf.schema import GENERATOR_VERSION, cache_key, load_schema_data
+from amanda_tf.types import TFTypeSystem, parse_attr_type
 
 # --------------------------------------------------------------------------- op schemas
 
@@ -373,6 +373,7 @@ def test_cli_lists_the_namespace(only_amanda_tf, capsys, tf_version):
 
 def test_metadata_and_module_must_agree(monkeypatch, tf_version):
     import tensorflow as tf
+
     from amanda_tf.schema import generate
 
     monkeypatch.setattr(tf, "__version__", "1.13.1")

@@ -7,19 +7,6 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
-from amanda_tf.dtypes import (
-    DTYPES,
-    DTypeError,
-    TFDType,
-    dtype_enum,
-    dtype_from_enum,
-    dtype_from_numpy,
-    dtype_names,
-    is_dtype_name,
-    numpy_dtype,
-    parse_dtype,
-)
-from amanda_tf.types import TFTypeSystem
 
 from amanda_core import Graph
 from amanda_core.ir.tensor import Tensor
@@ -34,6 +21,19 @@ from amanda_core.namespace import (
 )
 from amanda_core.namespace.schema import AttrSchema
 from amanda_core.namespace.types import TypeExprError
+from amanda_tf.dtypes import (
+    DTYPES,
+    DTypeError,
+    TFDType,
+    dtype_enum,
+    dtype_from_enum,
+    dtype_from_numpy,
+    dtype_names,
+    is_dtype_name,
+    numpy_dtype,
+    parse_dtype,
+)
+from amanda_tf.types import TFTypeSystem
 
 TS = TFTypeSystem()
 

@@ -7,10 +7,10 @@ repository's root ``conftest.py`` gives every test), so later tests and child pr
 import os
 
 import pytest
-from amanda_torch import plugin
-from amanda_torch.schemas import TorchNamespaces
 
 from amanda_core.namespace import NamespaceRegistry, PythonTypeSystem, TypeSystemRegistry
+from amanda_torch import plugin
+from amanda_torch.schemas import TorchNamespaces
 
 
 @pytest.fixture(scope="session")

@@ -9,12 +9,12 @@ from importlib.metadata import version
 
 import pytest
 import torch
-from amanda_torch.schemas import FAMILY, namespace_version, overload_types
-from amanda_torch.structural import EXCLUDED, NODE_ATTRIBUTES, STRUCTURAL
-from amanda_torch.typeexpr import format_type, parse_schema_type
 
 from amanda_core import Graph
 from amanda_core.namespace import NO_DEFAULT, match_ports, validate
+from amanda_torch.schemas import FAMILY, namespace_version, overload_types
+from amanda_torch.structural import EXCLUDED, NODE_ATTRIBUTES, STRUCTURAL
+from amanda_torch.typeexpr import format_type, parse_schema_type
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:torch.*")
 

@@ -3,14 +3,14 @@
 import numpy as np
 import pytest
 import torch
+
+from amanda_core.ir import Tensor
+from amanda_core.ir.tensor import resolve_dtype
 from amanda_torch import LAYOUTS, MEMORY_FORMATS, QSCHEMES, SCALAR_TYPES, TorchTypeSystem, lookup_scalar_type
 from amanda_torch.scalar_types import lookup_enum
 from amanda_torch.schema_text import parse_function_schema
 from amanda_torch.typeexpr import ListOf, Named, OptionalOf, TypeParseError, format_type, parse_schema_type
 from amanda_torch.valuetypes import DtypeParseError, TensorValueType, parse_value_type
-
-from amanda_core.ir import Tensor
-from amanda_core.ir.tensor import resolve_dtype
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:torch.*", "ignore::UserWarning")
 
