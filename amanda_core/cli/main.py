@@ -267,7 +267,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     if len(result.steps) > 2:
         chain = f"{result.steps[0].src} -> {result.steps[-1].dst} ({len(result.steps)} tables)"
     else:
-        chain = " -> ".join([s.src for s in result.steps[:1]] + [s.dst for s in result.steps]) or out.namespace
+        chain = " -> ".join([s.src for s in result.steps[:1]] + [s.dst for s in result.steps]) or str(out.namespace)
     n_ops = sum(1 for _ in out.walk())
     print(f"{args.input}: {chain}: {n_ops} ops; wrote {', '.join(written)}")
     return EXIT_OK

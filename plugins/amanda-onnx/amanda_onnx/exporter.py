@@ -123,7 +123,8 @@ class _Exporter:
         recorded = attrs.get("opset_import")
         entries = self.opsets(recorded, used, ns if domain == "" else None, "the model")
         fill_entries(m.opset_import, entries)
-        if "ir_version" in attrs and (entries == list(recorded or []) or attrs["ir_version"] >= _min_ir_version(entries)):
+        unchanged = entries == list(recorded or [])
+        if "ir_version" in attrs and (unchanged or attrs["ir_version"] >= _min_ir_version(entries)):
             m.ir_version = attrs["ir_version"]  # as read (a model is written back exactly as it came)
         else:
             # a converted model whose opsets need a newer IR than the one it was read with
