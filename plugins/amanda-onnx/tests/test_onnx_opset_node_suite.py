@@ -25,10 +25,9 @@ from collections import Counter
 from typing import Any
 
 import numpy as np
+import onnx  # noqa: E402
+import onnxruntime as ort  # noqa: E402
 import pytest
-
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
 
 pytestmark = pytest.mark.slow
 
@@ -140,7 +139,6 @@ def _attempt(convert: Any, model: Any, case: Any, target: int) -> tuple[str, str
 
 @pytest.fixture(scope="module")
 def cases() -> list[Any]:
-    pytest.importorskip("amanda_onnx.exporter")
     from onnx.backend.test import loader
 
     ort.set_default_logger_severity(4)
