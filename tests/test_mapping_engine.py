@@ -625,3 +625,49 @@ table:
     report = apply_table(g, t, registry())
     assert [r.matches for r in report.rules] == [1, 1]
     assert g.ops["relu"].type == "Block" and g.ops["relu"].meta == {"seen": True}
+
+
+def test_matchers_and_mappers_with_subgraphs():
+    t = table("""\
+table:
+  src: amanda/toy/1
+  dst: amanda/toy/2
+  rules:
+    block_of_relu:
+      src:
+        ops:
+          $b:
+            type: Block
+            ops:
+              $inner: {type: Relu}
+      dst:
+        ops:
+          wrapped:
+            type: Block
+            name: "${b.name + '_' + inner.name}"
+            ops:
+              first: {type: Relu}
+              second: {type: Relu}
+            edges:
+              - graph.x -> first.x
+              - first.y -> second.x
+              - second.y -> graph.y
+""")
+    g = Graph("amanda/toy/1")
+    x = g.add_input_port("x")
+    for name, inner_type in (("with_relu", "Relu"), ("with_softmax", "Softmax")):
+        blk = g.add_op("Block", name, inputs=["x"], outputs=["y"])
+        g.connect(x, blk.input_ports["x"])
+        body = Graph()
+        blk.set_body(body)
+        op = body.add_op(inner_type, "inner_op", inputs=["x"], outputs=["y"])
+        body.connect(body.input_ports["x"], op.input_ports["x"])
+        body.connect(op.output_ports["y"], body.output_ports["y"])
+    g.connect(g.ops["with_relu"].output_ports["y"], g.add_output_port("y"))
+    report = apply_table(g, t, registry())
+    assert report.rules[0].matches == 1  # only the block whose body holds a Relu
+    new = g.ops["with_relu_inner_op"]
+    assert new.input_ports["x"].source is x and g.output_ports["y"].source is new.output_ports["y"]
+    assert list(new.body.ops) == ["first", "second"] and new.body.verify() == []
+    assert new.body.output_ports["y"].source is new.body.ops["second"].output_ports["y"]
+    assert "with_softmax" in g.ops

@@ -46,6 +46,8 @@ class Match:
     values: dict[str, Any] = attrs.field(factory=dict)
     portmap: dict[tuple[str, str, str], Port] = attrs.field(factory=dict)
     rule: Rule | None = None
+    inner: dict[str, Match] = attrs.field(factory=dict)
+    """For op patterns with a body pattern: the match found inside the op's body, by the op's key."""
 
     @property
     def all_ops(self) -> list[Op]:
@@ -78,6 +80,11 @@ class MatchContext:
                 var = key[1:]  # graph-regex anchors are keyed "$name"
             if var is not None:
                 env[var] = OpView(op, self.parse_dtype)
+        for key, inner in match.inner.items():
+            body = pattern.ops[key].body if pattern is not None and key in pattern.ops else None
+            for name, value in self.env(inner.graph, inner, body).items():
+                if name not in env or name in ("graph",):
+                    env.setdefault(name, value)
         for name, port in match.ports.items():
             env[name] = PortView(port, self.parse_dtype)
         for name, ports in match.groups.items():
@@ -200,7 +207,30 @@ class _Search:
         for plist, kind in ((pat.inputs, "in"), (pat.outputs, "out")):
             if plist and not self.ports_fit(op, pat, plist, kind, m, deferred):
                 return False
+        if pat.body is not None:
+            return self.body_fits(op, pat, m)
         return True
+
+    def body_fits(self, op: Op, pat: OpPattern, m: Match) -> bool:
+        """The op contains a graph in which the nested pattern matches (the first match, in topological order);
+        what that match binds joins the outer match's variables."""
+        body = op.body
+        assert pat.body is not None
+        if body is None:
+            return False
+        index = type_index(body)
+        matcher = Matcher(body, pat.body, attrs.evolve(self.ctx, in_namespace=lambda o: True), self.rule, index)
+        for anchor in anchor_candidates(body, pat.body, index):
+            inner = matcher.at(anchor)
+            if inner is None:
+                continue
+            for name, value in inner.values.items():
+                if name in m.values and not values_equal(m.values[name], value):
+                    return False
+            m.values.update(inner.values)
+            m.inner[pat.key] = inner
+            return True
+        return False
 
     def value_fits(self, spec: ValueSpec, value: Any, op: Op, m: Match, deferred: list[tuple[ValueSpec, Any, Op]]
                    ) -> bool:
@@ -365,7 +395,7 @@ class _Search:
         pat = self.pattern.ops[key]
         for op in self.candidates(i, m, index):
             m2 = attrs.evolve(m, ops=dict(m.ops), ports=dict(m.ports), groups=dict(m.groups),
-                              values=dict(m.values), portmap=dict(m.portmap))
+                              values=dict(m.values), portmap=dict(m.portmap), inner=dict(m.inner))
             d2 = list(deferred)
             if not self.op_fits(op, pat, m2, d2):
                 continue

@@ -42,7 +42,7 @@ from ..namespace.names import parse_namespace
 from ..namespace.schema import NO_DEFAULT, NamespaceSchema, OpSchema, PortSchema
 from .expr import ExpressionError
 from .match import Match, MatchContext, group_ports, resolve_port
-from .table import EdgeRef, EdgeSpec, OpTemplate, Rule, ValueSpec
+from .table import EdgeRef, EdgeSpec, OpTemplate, Rule, Template, ValueSpec
 from .views import OpView
 
 
@@ -347,7 +347,49 @@ class _Applier:
             else:
                 for pname in default_ports(schema, "out", wanted_out[key], count_out):
                     op.add_output_port(pname)
+            if tpl.body is not None:
+                self.build_body(op, tpl.body, env)
             self.new[key] = op
+
+    def build_body(self, op: Op, tpl: Template, env: dict[str, Any]) -> None:
+        """Give a new op the graph its mapper describes: new ops, and edges among them and ``graph.<port>`` (the
+        op's own ports, which produce inside the body for inputs and consume for outputs)."""
+        body = Graph()
+        op.set_body(body)
+        made: dict[str, Op] = {}
+        for key, it in tpl.ops.items():
+            op_type = _eval(it.type, env, self.rule, self.m) if it.type is not None else None
+            if op_type is None:
+                raise self.fail(f"op {key!r} in the body of {op.name!r} needs a 'type'")
+            name = _eval(it.name, env, self.rule, self.m) if it.name is not None else (it.var or key)
+            inner = body.add_op(str(op_type), body.unique_name(str(name)),
+                                attrs={k: _eval(v, env, self.rule, self.m) for k, v in it.attrs.items()})
+            inner.provenance = (self.ctx.table, self.rule.name)
+            for pname, dt in it.inputs or ():
+                inner.add_input_port(pname, _as_dtype_text(_eval(dt, env, self.rule, self.m)))
+            for pname, dt in it.outputs or ():
+                inner.add_output_port(pname, _as_dtype_text(_eval(dt, env, self.rule, self.m)))
+            if it.body is not None:
+                self.build_body(inner, it.body, env)
+            made[key] = inner
+        for e in tpl.edges:
+            try:
+                if e.control:
+                    body.connect_control(made[e.src.op], made[e.dst.op])
+                    continue
+                if e.src.op == "graph":
+                    src: Port = body.input_ports[e.src.port]
+                else:
+                    a = made[e.src.op]
+                    src = a.output_ports.get(e.src.port) or a.add_output_port(e.src.port)
+                if e.dst.op == "graph":
+                    dst: Port = body.output_ports[e.dst.port]
+                else:
+                    b = made[e.dst.op]
+                    dst = b.input_ports.get(e.dst.port) or b.add_input_port(e.dst.port)
+                body.connect(src, dst)  # type: ignore[arg-type]
+            except (KeyError, GraphError) as err:
+                raise self.fail(f"body edge {e} of {op.name!r}: {err}") from None
 
     def update(self) -> None:
         for key, op in self.kept.items():

@@ -125,6 +125,8 @@ class OpPattern:
     outputs: tuple[PortPattern, ...] | None
     commutative: bool | tuple[str, ...] = False
     line: int | None = field(default=None, eq=False)
+    body: Pattern | None = None
+    """Ops and edges that must match somewhere in the op's body (the op contains a graph)."""
 
 
 @frozen
@@ -180,6 +182,8 @@ class OpTemplate:
     outputs: tuple[tuple[str, ValueSpec | None], ...] | None
     meta: Mapping[str, ValueSpec] = field(factory=dict)
     line: int | None = field(default=None, eq=False)
+    body: Template | None = None
+    """Ops and edges of the graph a new op contains (edges name the op's own ports as ``graph.<port>``)."""
 
 
 @frozen
@@ -268,6 +272,17 @@ def order_rules(rules: Mapping[str, Rule], table: str | None = None) -> list[Rul
     return [rules[n] for n in done]
 
 
+def _pattern_vars(ops: Mapping[str, OpPattern]) -> list[str]:
+    """Op variables of a matcher, those of nested body matchers included (all share one scope)."""
+    out = []
+    for o in ops.values():
+        if o.var:
+            out.append(o.var)
+        if o.body is not None:
+            out.extend(_pattern_vars(o.body.ops))
+    return out
+
+
 def _has_expressions(value: Any) -> bool:
     if isinstance(value, str):
         return is_expression(value)
@@ -283,9 +298,9 @@ def _has_expressions(value: Any) -> bool:
 _TABLE_KEYS = ("name", "src", "dst", "rules", "tags", "carry", "bidirectional", "description")
 _RULE_KEYS = ("src", "dst", "apply_after", "tags", "commutative", "repeat", "description")
 _MATCHER_KEYS = ("ops", "edges", "where", "query")
-_OP_MATCHER_KEYS = ("type", "name", "attrs", "input_ports", "output_ports", "commutative")
+_OP_MATCHER_KEYS = ("type", "name", "attrs", "input_ports", "output_ports", "commutative", "ops", "edges")
 _MAPPER_KEYS = ("ops", "edges", "remove", "fuse", "inline")
-_OP_MAPPER_KEYS = ("type", "name", "attrs", "keep_attrs", "input_ports", "output_ports", "meta")
+_OP_MAPPER_KEYS = ("type", "name", "attrs", "keep_attrs", "input_ports", "output_ports", "meta", "ops", "edges")
 
 
 class _Parser:
@@ -412,6 +427,9 @@ class _Parser:
         if not isinstance(comm, bool):
             comm = self.strings(comm, path + ("commutative",), "commutative")
         line = self.loc(path)
+        body = None
+        if "ops" in spec or "edges" in spec:
+            body = self.pattern({"ops": spec.get("ops"), "edges": spec.get("edges")}, path)
         return OpPattern(
             key=key, var=variable(key),
             type=self.value(spec["type"], path + ("type",)) if "type" in spec else None,
@@ -419,7 +437,7 @@ class _Parser:
             attrs={str(k): self.value(v, path + ("attrs", k)) for k, v in attrs_d.items()},
             inputs=self.port_patterns(spec.get("input_ports"), path + ("input_ports",)),
             outputs=self.port_patterns(spec.get("output_ports"), path + ("output_ports",)),
-            commutative=comm, line=line.line if line else None,
+            commutative=comm, line=line.line if line else None, body=body,
         )
 
     def pattern(self, spec: Any, path: tuple[Any, ...]) -> Pattern:
@@ -433,7 +451,7 @@ class _Parser:
         if query is not None and (ops_d or spec.get("edges")):
             raise self.error("a matcher is either 'ops' and 'edges' or a 'query', not both", path + ("query",))
         ops = {str(k): self.op_pattern(str(k), v, path + ("ops", k)) for k, v in ops_d.items()}
-        self.unique_vars([o.var for o in ops.values() if o.var], path + ("ops",), "matcher")
+        self.unique_vars(_pattern_vars(ops), path + ("ops",), "matcher")
         edges = self.edges(spec.get("edges"), path + ("edges",))
         for e, i in zip(edges, range(len(edges))):
             for end in (e.src, e.dst):
@@ -475,7 +493,16 @@ class _Parser:
         if keep is not None and not isinstance(keep, bool):
             keep = self.strings(keep, path + ("keep_attrs",), "keep_attrs")
         line = self.loc(path)
+        body = None
+        if "ops" in spec or "edges" in spec:
+            body = self.template({"ops": spec.get("ops"), "edges": spec.get("edges")}, path)
+            for i, e in enumerate(body.edges):
+                for end in (e.src, e.dst):
+                    if end.op not in body.ops and end.op != "graph":
+                        raise self.error(f"edge {e} in the body of {key!r} names {end.op!r}: body edges join the "
+                                         "body's own ops and 'graph.<port>' (the op's ports)", path + ("edges", i))
         return OpTemplate(
+            body=body,
             key=key, var=variable(key),
             type=self.value(spec["type"], path + ("type",)) if "type" in spec else None,
             name=self.value(spec["name"], path + ("name",)) if "name" in spec else None,
@@ -521,6 +548,7 @@ class _Parser:
         src = self.pattern(spec["src"], path + ("src",))
         dst = self.template(spec["dst"], path + ("dst",))
         self.check_edges(src, dst, path + ("dst", "edges"))
+        self.check_bodies(src, dst, path + ("dst",))
         comm = spec.get("commutative", False)
         repeat = spec.get("repeat", False)
         if not isinstance(comm, bool) or not isinstance(repeat, bool):
@@ -531,6 +559,12 @@ class _Parser:
                     comm, repeat, line.line if line else None, dict(spec))
         self.rule_name = None
         return rule
+
+    def check_bodies(self, src: Pattern, dst: Template, path: tuple[Any, ...]) -> None:
+        for key, tpl in dst.ops.items():
+            if tpl.body is not None and key in src.ops:
+                raise self.error(f"mapper op {key!r} updates a matched op, so it cannot be given a new body "
+                                 "(a body is built for new ops only)", path + ("ops", key))
 
     def check_edges(self, src: Pattern, dst: Template, path: tuple[Any, ...]) -> None:
         for i, e in enumerate(dst.edges):
