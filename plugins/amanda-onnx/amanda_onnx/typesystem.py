@@ -33,6 +33,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from amanda_core.errors import SchemaError
 from amanda_core.ir import Graph, Tensor, is_tensor, values_equal
 from amanda_core.namespace.types import TypeExprError, TypeSystem
 from amanda_core.serialization import register_value_type
@@ -168,6 +169,34 @@ class OnnxTypeSystem(TypeSystem):
 
     name = "onnx"
     description = "ONNX attribute kinds (INT, FLOATS, GRAPH ...) and value types (tensor(float), seq(...) ...)"
+
+    def canonical_dtype(self, value: Any) -> str | None:
+        """Numpy-style element type name of an ONNX element type number (``1``), name (``float``), or tensor
+        type (``tensor(float)[...]``, parsed or not); ``string`` for strings."""
+        from .dtypes import elem_type, parse_dtype
+
+        try:
+            if isinstance(value, int) and not isinstance(value, bool):
+                e = elem_type(value)
+            elif isinstance(value, str) and "(" not in value:
+                e = elem_type(value)
+            else:
+                t = parse_dtype(str(value))
+                if t.elem_type is None:
+                    return None
+                e = elem_type(t.elem_type)
+        except (ValueError, TypeError, SchemaError):
+            return None
+        return "string" if e.name == "string" else str(e.numpy)
+
+    def from_canonical_dtype(self, name: str) -> Any:
+        """The ONNX element type number (what ``Cast``'s ``to`` holds) of a numpy-style name."""
+        from .dtypes import elem_type_from_numpy, elem_type_number
+
+        try:
+            return elem_type_number("string" if name == "string" else elem_type_from_numpy(name))
+        except (ValueError, TypeError):
+            return None
 
     def type_names(self) -> Sequence[str]:
         return ATTR_KINDS

@@ -408,3 +408,14 @@ def test_variadic_minimum_is_checked(onnx_registry):
     g.add_op("Concat", "cat", attrs={"axis": 0}, outputs=["concat_result"])
     problems = validate(g, onnx_registry)
     assert [p.message for p in problems] == ["needs at least 1 input port(s) inputs_<i>, has 0"]
+
+
+def test_canonical_element_types_for_dtype_conversion():
+    from amanda_onnx.typesystem import OnnxTypeSystem
+
+    ts = OnnxTypeSystem()
+    assert ts.canonical_dtype(1) == "float32" and ts.canonical_dtype("int64") == "int64"
+    assert ts.canonical_dtype("tensor(bfloat16)[2,N]") == "bfloat16" and ts.canonical_dtype("string") == "string"
+    assert ts.canonical_dtype("seq(tensor(float))") is None and ts.canonical_dtype("nonsense") is None
+    assert ts.from_canonical_dtype("float32") == 1 and ts.from_canonical_dtype("int64") == 7
+    assert ts.from_canonical_dtype("string") == 8 and ts.from_canonical_dtype("no-such") is None

@@ -197,6 +197,38 @@ class TFTypeSystem(TypeSystem):
     name = "tf"
     description = "TensorFlow OpDef attribute types (tf.int, tf.list(type) ...) and dtypes (float32, float32_ref)"
 
+    def canonical_dtype(self, value: Any) -> str | None:
+        """Numpy-style element type name of a TensorFlow dtype name (``float32``, ``float32_ref``, shaped
+        ``float32[1,784]``) or DataType number; ``string`` for strings; None for resource and variant."""
+        from .dtypes import DTypeError, dtype_from_enum, numpy_dtype, parse_dtype
+
+        try:
+            if isinstance(value, int) and not isinstance(value, bool):
+                name = dtype_from_enum(value)
+            else:
+                name = parse_dtype(str(value)).name
+            if name.endswith("_ref"):
+                name = name[: -len("_ref")]
+            if name == "string":
+                return "string"
+            nd = numpy_dtype(name)
+        except (DTypeError, ValueError, TypeError):
+            return None
+        return None if nd is None else str(nd.name)
+
+    def from_canonical_dtype(self, name: str) -> Any:
+        """The TensorFlow dtype name (what a ``type`` attribute holds) of a numpy-style name."""
+        from .dtypes import DTypeError, dtype_from_numpy
+
+        if name == "string":
+            return "string"
+        try:
+            from amanda_core.ir.tensor import resolve_dtype
+
+            return dtype_from_numpy(resolve_dtype(name))
+        except (DTypeError, TypeError, ValueError):
+            return None
+
     def type_names(self) -> Sequence[str]:
         return [*ATTR_TYPES, *(f"list({t})" for t in ATTR_TYPES), *ALIASES]
 

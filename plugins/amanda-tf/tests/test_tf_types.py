@@ -319,3 +319,15 @@ def test_seed_minimal_schema_validates_with_the_tf_type_system():
     assert len(msgs) == 2
     assert msgs[0].startswith("attribute 'dtype': unknown TensorFlow dtype 'float'")
     assert msgs[1].startswith("port 'output': cannot read TensorFlow dtype 'Float(1, 784)'")
+
+
+def test_canonical_element_types_for_dtype_conversion():
+    from amanda_tf.types import TFTypeSystem
+
+    ts = TFTypeSystem()
+    assert ts.canonical_dtype("float32") == "float32" and ts.canonical_dtype("float32_ref") == "float32"
+    assert ts.canonical_dtype("int64[1,784]") == "int64" and ts.canonical_dtype(1) == "float32"
+    assert ts.canonical_dtype("string") == "string" and ts.canonical_dtype("resource") is None
+    assert ts.canonical_dtype("flaot32") is None
+    assert ts.from_canonical_dtype("bfloat16") == "bfloat16" and ts.from_canonical_dtype("int8") == "int8"
+    assert ts.from_canonical_dtype("string") == "string"

@@ -315,6 +315,31 @@ class TorchTypeSystem(TypeSystem):
     name = "torch"
     description = "PyTorch operator schema types; port dtypes as TorchScript prints graph value types"
 
+    def canonical_dtype(self, value: Any) -> str | None:
+        """Numpy-style element type name of a ScalarType (``Float``, ``torch.float32``, ``6``) or of a parsed or
+        printed tensor type (``Float(1, 784)``)."""
+        from .scalar_types import lookup_scalar_type
+
+        info = lookup_scalar_type(value)
+        if info is None and isinstance(value, str) and "(" in value:
+            try:
+                value = self.parse_dtype(value)
+            except Exception:  # noqa: BLE001 - not a type this system prints
+                return None
+        if info is None and hasattr(value, "scalarType"):
+            st = value.scalarType()
+            info = lookup_scalar_type(st) if st else None
+        return info.numpy_name if info is not None else None
+
+    def from_canonical_dtype(self, name: str) -> Any:
+        """The TorchScript ScalarType name (``Float``) of a numpy-style name."""
+        from .scalar_types import SCALAR_TYPES
+
+        for info in SCALAR_TYPES:
+            if info.numpy_name == name:
+                return info.script_name
+        return None
+
     def type_names(self) -> Sequence[str]:
         return sorted(BUILTIN_NAMES) + ["T?", "T[]", "T[N]", "(A, B)", "Dict(K, V)", "Future(T)", "RRef(T)",
                                         "Await(T)", "Union(A, B)", "A | B"]

@@ -323,3 +323,14 @@ def test_check_dtype(type_expr, fit, misfit):
 def test_unparsable_dtype_is_a_reason_not_an_exception():
     assert "is not a TorchScript value type" in TS.check_dtype("Tensor", "float32")
     assert TS.check_dtype("Tensor", None) is None
+
+
+def test_canonical_element_types_for_dtype_conversion():
+    from amanda_torch.types import TorchTypeSystem
+
+    ts = TorchTypeSystem()
+    assert ts.canonical_dtype("Float") == "float32" and ts.canonical_dtype("torch.int64") == "int64"
+    assert ts.canonical_dtype(ts.parse_dtype("Double(2, 3)")) == "float64"
+    assert ts.canonical_dtype("Half(1, strides=[1], requires_grad=0, device=cpu)") == "float16"
+    assert ts.canonical_dtype("Tensor") is None and ts.canonical_dtype("Nope") is None
+    assert ts.from_canonical_dtype("float32") == "Float" and ts.from_canonical_dtype("bool") == "Bool"
