@@ -361,7 +361,9 @@ class Converter:
                         continue
                 stuck.append(op)
             moved += len(carried)
-            if not has_dst and not carried:
+            if g.namespace is not None and not stuck and in_src.get(g.namespace, src_spec.matches(g.namespace)):
+                pass  # every op of the source is in the target now (or there was none): the graph follows
+            elif not has_dst and not carried:
                 continue  # nothing moved here: the graph stays as it was
             if g.namespace is not None and not stuck:
                 g.namespace = dst_ns  # every op is in the target now: they inherit it

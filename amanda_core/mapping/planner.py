@@ -133,15 +133,24 @@ def _same(a: str, b: str) -> bool:
         return a == b
 
 
-def unconverted_ops(graph: Graph, target: str) -> list[tuple[str, str | None, int, list[str]]]:
-    """Op types not in ``target`` (nor in a namespace inside the target's family), with counts and example names."""
+def unconverted_ops(graph: Graph, target: str, registry: NamespaceRegistry | None = None
+                    ) -> list[tuple[str, str | None, int, list[str]]]:
+    """Op types not in ``target``, with counts and example names.  An op in another registered namespace inside
+    the target's family (ONNX-ML beside ONNX) counts as converted; one in a namespace nobody registered (a custom
+    ONNX domain) does not."""
     family = parse_namespace(target).family
     found: dict[tuple[str, str | None], list[Op]] = {}
+    known: dict[str, bool] = {}
     for g, inherited in graphs_in(graph, None):
         for op in g:
             ns = op_namespace(op, inherited)
-            if ns is not None and (_same(ns, target) or (is_within(ns, family) and not _same_family(ns, target))):
+            if ns is not None and _same(ns, target):
                 continue
+            if ns is not None and is_within(ns, family) and not _same_family(ns, target):
+                if ns not in known:
+                    known[ns] = registry is not None and ns in registry
+                if known[ns]:
+                    continue
             found.setdefault((op.type or "(no type)", ns), []).append(op)
     out = [(t, ns, len(ops), [o.path for o in ops[:3]]) for (t, ns), ops in found.items()]
     out.sort(key=lambda r: (-r[2], r[0]))
@@ -189,7 +198,7 @@ def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry:
     problems = work.verify()
     if problems:
         raise ConversionError(f"the converted graph is broken: {'; '.join(problems[:5])}")
-    left = unconverted_ops(work, target_ns)
+    left = unconverted_ops(work, target_ns, registry) if steps else []  # no step: nothing was asked to change
     result = Conversion(work, target_ns, steps, reports, left)
     if left and not allow_partial:
         total = sum(n for _, _, n, _ in left)

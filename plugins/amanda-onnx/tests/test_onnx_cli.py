@@ -72,9 +72,15 @@ def test_unknown_domain_is_refused_naming_it_and_nothing_is_written(tmp_path, ca
     src = tmp_path / "custom.onnx"
     onnx.save(model, src)
     out = tmp_path / "out.onnx"
-    rc, _, err = run(capsys, "convert", src, "--to", "amanda/tensorflow", "-o", out)
+    rc, _, err = run(capsys, "convert", src, "--to", "amanda/onnx/18", "-o", out)
     assert rc == 2 and not out.exists()
-    assert "no chain of mapping tables leads from amanda/onnx/13 to amanda/tensorflow" in err
+    assert "1 x Frobnicate (amanda/onnx/com.example/1), e.g. frob" in err and "--allow-partial" in err
+    rc, _, err = run(capsys, "convert", src, "--to", "amanda/onnx/18", "-o", out, "--allow-partial")
+    assert rc == 0 and "left unconverted" in err and "Frobnicate" in err
+    model = onnx.load(out)
+    assert [(o.domain, o.version) for o in model.opset_import] == [("", 18), ("com.example", 1)]
+    assert model.graph.node[0].domain == "com.example"
+    out.unlink()
     rc, _, err = run(capsys, "validate", src)
     assert rc == 1 and "frob" in err + _ and "com.example" in err + _
     rc, _, _ = run(capsys, "convert", src, "-o", out)  # re-export keeps it as it is
