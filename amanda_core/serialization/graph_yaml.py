@@ -71,7 +71,7 @@ from ..ir.bulk import bulk_build
 from ..ir.graph import CONTROL, Graph, InputPort, Op, OutputPort
 from ..ir.tensor import Tensor, as_array, is_tensor, resolve_dtype
 from .files import atomic_write_many
-from .yamlio import Dumper, Loader, dump_yaml, locate, read_yaml_text
+from .yamlio import Dumper, Loader, dump_yaml, locate, read_yaml_text, safe_load
 
 INLINE_LIMIT = 64
 """Tensors of at most this many bytes are written inline; larger ones go to the sidecar file."""
@@ -388,8 +388,8 @@ class _Reader:
                 except GraphError as e:
                     raise self.error(str(e), where) from None
                 continue
-            src = self.source(g, a_op, a_port, boundary, implicit, graph_implicit[0], where, text)
-            dst = self.target(g, b_op, b_port, boundary, implicit, graph_implicit[1], where, text)
+            src = self.end(g, a_op, a_port, boundary, implicit, graph_implicit[0], where, text, True)
+            dst = self.end(g, b_op, b_port, boundary, implicit, graph_implicit[1], where, text, False)
             try:
                 g.connect(src, dst)
             except GraphError as e:
@@ -401,63 +401,42 @@ class _Reader:
             raise self.error(f"edge {text!r} names op {name!r}, which is not in this graph", where)
         return op
 
-    def source(self, g: Graph, op_name: str, port: str, boundary: str, implicit: dict[Op, tuple[bool, bool]],
-               graph_implicit: bool, where: tuple[Any, ...], text: str) -> OutputPort:
+    def end(self, g: Graph, op_name: str, port: str, boundary: str, implicit: dict[Op, tuple[bool, bool]],
+            graph_implicit: bool, where: tuple[Any, ...], text: str, source: bool) -> Any:
+        """The port an edge end names: as a source (an op's output, or a graph input, which produces inside the
+        graph) or as a target (an op's input, or a graph output).  Ports are created from edges where a
+        declaration left them out; an end naming the wrong kind of port of an op that has a single port of the
+        right kind is read as that port, with a warning."""
+        kind, other = ("output", "input") if source else ("input", "output")
+        side = 1 if source else 0  # which flag of ``implicit`` covers the op's ports of this kind
         op = g.ops.get(op_name)
-        is_boundary = op_name in (boundary, "graph")
-        if is_boundary and (op is None or port in g.input_ports):
-            gp = g.input_ports.get(port)
+        own = g.input_ports if source else g.output_ports
+        if op_name in (boundary, "graph") and (op is None or port in own):
+            gp = own.get(port)
             if gp is not None:
                 return gp
             owner = g.owner
-            if graph_implicit or (owner is not None and implicit.get(owner, (False, False))[0]):
-                return g.add_input_port(port)
+            if graph_implicit or (owner is not None and implicit.get(owner, (False, False))[1 - side]):
+                return g.add_input_port(port) if source else g.add_output_port(port)
             if op is None:
-                raise self.error(f"edge {text!r}: the graph has no input port {port!r} (inputs: "
-                                 f"{', '.join(g.input_ports.names()) or 'none'})", where)
+                raise self.error(f"edge {text!r}: the graph has no {other} port {port!r} ({other}s: "
+                                 f"{', '.join(own.names()) or 'none'})", where)
         if op is None:
             raise self.error(f"edge {text!r} names op {op_name!r}, which is not in this graph", where)
-        q = op.output_ports.get(port)
-        if q is not None:
-            return q
-        if implicit.get(op, (False, False))[1]:
-            return op.add_output_port(port)
-        if port in op.input_ports and len(op.output_ports) == 1:
-            only = op.output_ports[0]
-            self.warn(f"edge {text!r} reads from {op_name}.{port}, an input port; taken to mean its only output "
+        ports, others = (op.output_ports, op.input_ports) if source else (op.input_ports, op.output_ports)
+        found = ports.get(port)
+        if found is not None:
+            return found
+        if implicit.get(op, (False, False))[side]:
+            return op.add_output_port(port) if source else op.add_input_port(port)
+        if port in others and len(ports) == 1:
+            only = ports[0]
+            verb = "reads from" if source else "writes to"
+            self.warn(f"edge {text!r} {verb} {op_name}.{port}, an {other} port; taken to mean its only {kind} "
                       f"port {op_name}.{only.name}", where)
             return only
-        raise self.error(f"edge {text!r}: op {op_name!r} has no output port {port!r} (outputs: "
-                         f"{', '.join(op.output_ports.names()) or 'none'})", where)
-
-    def target(self, g: Graph, op_name: str, port: str, boundary: str, implicit: dict[Op, tuple[bool, bool]],
-               graph_implicit: bool, where: tuple[Any, ...], text: str) -> InputPort:
-        op = g.ops.get(op_name)
-        is_boundary = op_name in (boundary, "graph")
-        if is_boundary and (op is None or port in g.output_ports):
-            gp = g.output_ports.get(port)
-            if gp is not None:
-                return gp
-            owner = g.owner
-            if graph_implicit or (owner is not None and implicit.get(owner, (False, False))[1]):
-                return g.add_output_port(port)
-            if op is None:
-                raise self.error(f"edge {text!r}: the graph has no output port {port!r} (outputs: "
-                                 f"{', '.join(g.output_ports.names()) or 'none'})", where)
-        if op is None:
-            raise self.error(f"edge {text!r} names op {op_name!r}, which is not in this graph", where)
-        p = op.input_ports.get(port)
-        if p is not None:
-            return p
-        if implicit.get(op, (False, False))[0]:
-            return op.add_input_port(port)
-        if port in op.output_ports and len(op.input_ports) == 1:
-            only = op.input_ports[0]
-            self.warn(f"edge {text!r} writes to {op_name}.{port}, an output port; taken to mean its only input "
-                      f"port {op_name}.{only.name}", where)
-            return only
-        raise self.error(f"edge {text!r}: op {op_name!r} has no input port {port!r} (inputs: "
-                         f"{', '.join(op.input_ports.names()) or 'none'})", where)
+        raise self.error(f"edge {text!r}: op {op_name!r} has no {kind} port {port!r} ({kind}s: "
+                         f"{', '.join(ports.names()) or 'none'})", where)
 
     # -- attribute values
     def attrs(self, spec: Any, path: tuple[Any, ...]) -> dict[str, Any]:
@@ -637,17 +616,7 @@ def _float(x: Any) -> Any:
 
 def _parse(source: str | os.PathLike[str], filename: str | None) -> tuple[Any, _Reader]:
     text, fname = read_yaml_text(source, filename)
-    reader = _Reader(text, fname, None)
-    try:
-        data = yaml.load(text, Loader=GraphLoader)  # noqa: S506 - GraphLoader derives from the safe loader
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        loc = Location(fname, mark.line + 1, mark.column + 1) if mark else Location(fname)
-        problem = " ".join(p for p in (e.context, e.problem) if p) or "malformed YAML"
-        raise FormatError(problem, loc) from None
-    except yaml.YAMLError as e:
-        raise FormatError(f"malformed YAML: {e}", Location(fname)) from None
-    return data, reader
+    return safe_load(text, fname, GraphLoader), _Reader(text, fname, None)
 
 
 def load_values(source: str | os.PathLike[str], *, filename: str | None = None) -> Any:
