@@ -68,7 +68,7 @@ import yaml
 
 from ..errors import FormatError, GraphError, Location
 from ..ir.bulk import bulk_build
-from ..ir.graph import CONTROL, Graph, InputPort, Op, OutputPort
+from ..ir.graph import CONTROL, Graph, Op
 from ..ir.tensor import Tensor, as_array, is_tensor, resolve_dtype
 from .files import atomic_write_many
 from .yamlio import Dumper, Loader, dump_yaml, locate, read_yaml_text, safe_load
