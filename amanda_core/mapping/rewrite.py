@@ -338,12 +338,18 @@ class _Applier:
             if tpl.inputs is not None:
                 for pname, dt in tpl.inputs:
                     op.add_input_port(pname, _as_dtype_text(_eval(dt, env, self.rule, self.m)))
+            elif schema is None:  # no target schema to name the slots: anonymous ports, by position
+                for _ in range(count_in):
+                    op.add_input_port()
             else:
                 for pname in default_ports(schema, "in", wanted_in[key], count_in):
                     op.add_input_port(pname)
             if tpl.outputs is not None:
                 for pname, dt in tpl.outputs:
                     op.add_output_port(pname, _as_dtype_text(_eval(dt, env, self.rule, self.m)))
+            elif schema is None:
+                for _ in range(count_out):
+                    op.add_output_port()
             else:
                 for pname in default_ports(schema, "out", wanted_out[key], count_out):
                     op.add_output_port(pname)
