@@ -20,7 +20,7 @@ Semantics (``docs/mapping-tables.md``):
 
 from __future__ import annotations
 
-__all__ = ["Match", "MatchContext", "Matcher", "find_matches", "match_at", "resolve_port"]
+__all__ = ["Match", "MatchContext", "Matcher", "find_matches", "resolve_port"]
 
 import itertools
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -516,13 +516,6 @@ class Matcher:
             for found in search.grow(1, m2, deferred, self._index):
                 return found
         return None
-
-
-def match_at(graph: Graph, pattern: Pattern, anchor: Op, ctx: MatchContext, rule: Rule | None = None,
-             taken: Callable[[Op], bool] = lambda op: False,
-             index: Mapping[str | None, list[Op]] | None = None) -> Match | None:
-    """The first match whose anchor op is ``anchor`` (None if there is none)."""
-    return Matcher(graph, pattern, ctx, rule, index).at(anchor, taken)
 
 
 def anchor_candidates(graph: Graph, pattern: Pattern, index: Mapping[str | None, list[Op]]) -> list[Op]:
