@@ -201,3 +201,42 @@ def proto_diff(a: Any, b: Any, limit: int = 40) -> str:
     lines = difflib.unified_diff(str(a).splitlines(), str(b).splitlines(), "original", "exported", lineterm="", n=2)
     out = list(lines)
     return "\n".join(out[:limit]) + ("\n..." if len(out) > limit else "")
+
+
+def check_round_trip(original: Any, source: Any, inputs: Any, suite: str, label: str) -> None:
+    """ONNX -> Amanda -> ONNX for one model, counted in ``suite``'s summary: byte-identical deterministic
+    serialization, the checker (full_check) passing on the export whenever it passes on the original, and
+    bit-identical onnxruntime outputs on ``inputs`` (a list, or a function of the original model that makes it).
+    A model onnxruntime cannot run is skipped with the runtime's own message, after the other checks passed."""
+    import onnx
+    import onnx.checker
+    import pytest
+
+    import amanda_onnx
+
+    outcome = "fail"
+    try:
+        graph = amanda_onnx.load_model(source)
+        exported = amanda_onnx.to_model(graph)
+        b = exported.SerializeToString(deterministic=True)
+        assert original.SerializeToString(deterministic=True) == b, proto_diff(original, exported)
+        try:
+            onnx.checker.check_model(original, full_check=True)
+            original_ok = True
+        except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError):
+            original_ok = False
+        if original_ok:
+            onnx.checker.check_model(exported, full_check=True)
+        feed = inputs(original) if callable(inputs) else inputs
+        try:
+            want = try_run(original, feed)
+        except RuntimeUnavailable as e:
+            outcome = "runtime unavailable"
+            record(suite, outcome, label, str(e))
+            pytest.skip(f"onnxruntime cannot run the original model: {e}")
+        got = run(exported, b, feed)
+        assert got == want, "onnxruntime outputs differ between the original and the exported model"
+        outcome = "pass"
+    finally:
+        if outcome != "runtime unavailable":
+            record(suite, outcome)

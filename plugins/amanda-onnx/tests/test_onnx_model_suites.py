@@ -14,20 +14,9 @@ import os
 import warnings
 
 import onnx
-import onnx.checker
 import pytest
 from onnx.backend.test.loader import load_model_tests
-from onnx_suite_support import (
-    RuntimeUnavailable,
-    data_set_inputs,
-    dummy_inputs,
-    proto_diff,
-    record,
-    run,
-    try_run,
-)
-
-import amanda_onnx
+from onnx_suite_support import check_round_trip, data_set_inputs, dummy_inputs
 
 DATA = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data")
 KINDS = ("simple", "pytorch-converted", "pytorch-operator", "real")
@@ -66,31 +55,6 @@ def test_what_the_installed_onnx_ships():
 @pytest.mark.slow
 @pytest.mark.parametrize(("kind", "path", "model_dir"), CASES)
 def test_model_round_trip(kind, path, model_dir):
-    suite = f"onnx {onnx.__version__} {kind} models"
-    outcome = "fail"
-    try:
-        original = onnx.load(path)
-        graph = amanda_onnx.load_model(path)
-        exported = amanda_onnx.to_model(graph)
-        b = exported.SerializeToString(deterministic=True)
-        assert original.SerializeToString(deterministic=True) == b, proto_diff(original, exported)
-        try:
-            onnx.checker.check_model(original, full_check=True)
-            original_ok = True
-        except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError):
-            original_ok = False
-        if original_ok:
-            onnx.checker.check_model(exported, full_check=True)
-        inputs = data_set_inputs(model_dir, original) if model_dir else dummy_inputs(original)
-        try:
-            want = try_run(original, inputs)
-        except RuntimeUnavailable as e:
-            outcome = "runtime unavailable"
-            record(suite, outcome, os.path.basename(model_dir or path), str(e))
-            pytest.skip(f"onnxruntime cannot run the original model: {e}")
-        got = run(exported, b, inputs)
-        assert got == want, "onnxruntime outputs differ between the original and the exported model"
-        outcome = "pass"
-    finally:
-        if outcome != "runtime unavailable":
-            record(suite, outcome)
+    inputs = (lambda m: data_set_inputs(model_dir, m)) if model_dir else dummy_inputs
+    check_round_trip(onnx.load(path), path, inputs, f"onnx {onnx.__version__} {kind} models",
+                     os.path.basename(model_dir or path))

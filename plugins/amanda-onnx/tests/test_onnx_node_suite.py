@@ -15,12 +15,9 @@ passed by then); the summary line at the end counts passes, such cases, and fail
 import warnings
 
 import onnx
-import onnx.checker
 import pytest
 from onnx.backend.test.loader import load_model_tests
-from onnx_suite_support import RuntimeUnavailable, proto_diff, record, run, try_run
-
-import amanda_onnx
+from onnx_suite_support import check_round_trip
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # some case generators overflow on purpose
@@ -36,31 +33,5 @@ def test_the_node_suite_is_all_there():
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_node_case_round_trip(case):
-    outcome = "fail"
-    try:
-        original = case.model
-        graph = amanda_onnx.load_model(original)
-        exported = amanda_onnx.to_model(graph)
-        a = original.SerializeToString(deterministic=True)
-        b = exported.SerializeToString(deterministic=True)
-        assert a == b, proto_diff(original, exported)
-        try:
-            onnx.checker.check_model(original, full_check=True)
-            original_ok = True
-        except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError):
-            original_ok = False
-        if original_ok:
-            onnx.checker.check_model(exported, full_check=True)
-        inputs = list(case.data_sets[0][0]) if case.data_sets else []
-        try:
-            want = try_run(original, inputs)
-        except RuntimeUnavailable as e:
-            outcome = "runtime unavailable"
-            record(SUITE, outcome, case.name, str(e))
-            pytest.skip(f"onnxruntime cannot run the original model: {e}")
-        got = run(exported, b, inputs)
-        assert got == want, "onnxruntime outputs differ between the original and the exported model"
-        outcome = "pass"
-    finally:
-        if outcome != "runtime unavailable":
-            record(SUITE, outcome)
+    inputs = list(case.data_sets[0][0]) if case.data_sets else []
+    check_round_trip(case.model, case.model, inputs, SUITE, case.name)
