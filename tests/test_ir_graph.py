@@ -269,3 +269,79 @@ def test_lazy_tensor_loads_once():
     assert not t.is_loaded and t.nbytes == 16
     a = t.numpy()
     assert t.numpy() is a and calls == [1]
+
+
+def test_add_op_with_sources_connects_as_made():
+    g = seed_torch_graph()
+    m, t = g.ops["matmul"], g.ops["t"]
+    add = g.add_op("aten::add", inputs=["self", "other", "alpha"], outputs=["out"],
+                   sources=[m.output_ports[0], t.output_ports[0]])
+    assert add.input_ports.sources() == [m.output_ports[0], t.output_ports[0], None]
+    assert m.output_ports[0].consumers[-1] is add.input_ports["self"]
+    assert g.verify() == []
+    # the same source feeding two inputs is two edges
+    sq = g.add_op("aten::mul", inputs=["a", "b"], outputs=["out"], sources=[add.output_ports[0]] * 2)
+    assert add.output_ports[0].consumers == (sq.input_ports["a"], sq.input_ports["b"])
+
+
+def test_add_op_sources_are_checked_before_anything_changes():
+    g, other = seed_torch_graph(), seed_torch_graph()
+    before = len(g)
+    with pytest.raises(GraphError, match="source of op 'x'"):
+        g.add_op("aten::neg", "x", inputs=["a"], sources=[other.ops["t"].output_ports[0]])
+    with pytest.raises(GraphError, match="not a producing port"):
+        g.add_op("aten::neg", "x", inputs=["a"], sources=[g.ops["t"].input_ports[0]])
+    with pytest.raises(GraphError, match="1 input port"):
+        g.add_op("aten::neg", "x", inputs=["a"], sources=[None, None])
+    assert "x" not in g and len(g) == before and other.ops["t"].output_ports[0].consumers == (
+        other.ops["matmul"].input_ports["in1"],)
+
+
+def test_port_lists_read_like_lists_and_refuse_changes():
+    g = seed_torch_graph()
+    m = g.ops["matmul"]
+    ports = m.input_ports
+    assert len(ports) == 2 and ports[1] is ports["in1"] and list(ports) == [ports[0], ports[1]]
+    assert ports.index("in1") == 1 and "in0" in ports and ports[0] in ports
+    for change in (lambda: ports.append(ports[0]), lambda: ports.pop(), lambda: ports.clear(),
+                   lambda: ports.__setitem__(0, ports[1]), lambda: ports.__delitem__(0), lambda: ports.sort(),
+                   lambda: ports.extend([]), lambda: ports.insert(0, ports[0]), lambda: ports.remove(ports[0])):
+        with pytest.raises(TypeError, match="read-only"):
+            change()
+    with pytest.raises(TypeError, match="read-only"):
+        ports += []
+    assert m.input_ports.names() == ["in0", "in1"]
+    # identity, not list equality: two ops' empty output lists are not the same list
+    a, b = g.add_op("x"), g.add_op("y")
+    assert a.output_ports != b.output_ports and len({id(a.output_ports), id(b.output_ports)}) == 2
+    with pytest.raises(KeyError, match=r"no port 'nope' \(ports: in0, in1\)"):
+        ports["nope"]
+
+
+def test_long_port_lists_stay_indexed_through_changes():
+    g = Graph("ns")
+    op = g.add_op("Concat", inputs=[f"inputs_{i}" for i in range(20)])
+    assert op.input_ports["inputs_17"] is op.input_ports[17]
+    op.remove_input_port("inputs_3")
+    op.rename_input_port("inputs_4", "four")
+    extra = op.add_input_port("late", index=0)
+    assert op.input_ports[0] is extra and op.input_ports["four"].name == "four" and "inputs_3" not in op.input_ports
+    assert "inputs_4" not in op.input_ports and len(op.input_ports) == 20
+    with pytest.raises(GraphError, match="duplicate port"):
+        g.add_op("Concat", inputs=["a", "b", "a"])
+
+
+def test_control_edges_made_and_undone_on_ops_without_any():
+    g = seed_torch_graph()
+    p, t, r = g.ops["param"], g.ops["t"], g.ops["relu"]
+    assert not r.has_control_inputs() and r.control_inputs == () and p.control_outputs == ()
+    g.connect_control(p, r)
+    g.connect_control(t, r)
+    assert r.has_control_inputs() and r.control_inputs == (p, t) and p.control_outputs == (r,)
+    g.disconnect_control(p, r)
+    g.disconnect_control(t, r)
+    assert not r.has_control_inputs() and g.control_edges() == []
+    g.connect_control(p, r)  # again, after the set emptied
+    g.remove_op("relu", rewire={"out0": g.ops["matmul"].output_ports[0]})
+    assert p.control_outputs == () and r.control_inputs == ()
+    assert g.verify() == []

@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 import re
-from typing import Any, Generic, Iterable, Iterator, Mapping, NamedTuple, TypeVar, overload
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence, TypeVar, overload
 
 from ..errors import GraphCycleError, GraphError
 
@@ -169,35 +169,33 @@ class GraphOutput(InputPort):
 P = TypeVar("P", bound=Port)
 
 
-class PortList(Generic[P]):
+class PortList(list[P]):
     """Ordered ports, addressable by position or by name.
+
+    A read-only list: iterating, ``len`` and indexing by position cost what they cost on a list; indexing by a
+    string looks the port up by name.  Ports are added and removed only through their op or graph
+    (``add_input_port``, ``remove_output_port`` ...); the list's own mutating methods refuse.
 
     Most ops have a handful of ports, so names are looked up by scanning the list; a list that grows past
     ``_INDEXED`` ports (a variadic ``Concat``, say) keeps a dict by name instead.  This keeps a graph of many
     small ops lighter and quicker to build."""
 
-    __slots__ = ("_ports", "_by_name")
+    __slots__ = ("_by_name",)
     _INDEXED = 8
 
-    def __init__(self) -> None:
-        self._ports: list[P] = []
+    def __init__(self, ports: Iterable[P] = ()) -> None:
+        list.__init__(self, ports)
         self._by_name: dict[str, P] | None = None
 
     def _find(self, name: str) -> P | None:
         if self._by_name is not None:
             return self._by_name.get(name)
-        for p in self._ports:
+        for p in self:
             if p._name == name:
                 return p
         return None
 
-    def __len__(self) -> int:
-        return len(self._ports)
-
-    def __iter__(self) -> Iterator[P]:
-        return iter(self._ports)
-
-    @overload
+    @overload  # type: ignore[override]
     def __getitem__(self, key: int) -> P: ...
     @overload
     def __getitem__(self, key: str) -> P: ...
@@ -208,45 +206,69 @@ class PortList(Generic[P]):
                 names = ", ".join(self.names()) or "none"
                 raise KeyError(f"no port {key!r} (ports: {names})")
             return p
-        return self._ports[key]
+        return list.__getitem__(self, key)  # type: ignore[no-any-return]
 
     def __contains__(self, key: object) -> bool:
         if isinstance(key, str):
             return self._find(key) is not None
         return isinstance(key, Port) and self._find(key._name) is key
 
+    # identity, as for any other IR object: two ops' empty port lists are not "equal"
+    __eq__ = object.__eq__  # type: ignore[assignment]
+    __ne__ = object.__ne__  # type: ignore[assignment]
+    __hash__ = object.__hash__  # type: ignore[assignment]
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a PortList is read-only: add, remove and rename ports through their op or graph")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse  # type: ignore[assignment]
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
+
+    def copy(self) -> list[P]:  # type: ignore[override]
+        """The ports as a plain list."""
+        return list(self)
+
     def get(self, name: str, default: P | None = None) -> P | None:
         p = self._find(name)
         return default if p is None else p
 
     def names(self) -> list[str]:
-        return [p._name for p in self._ports]
+        return [p._name for p in self]
 
-    def index(self, port: P | str) -> int:
+    def sources(self) -> list[OutputPort | None]:
+        """For input ports: the port feeding each one (None where unfed), in order."""
+        return [p._source for p in self]  # type: ignore[attr-defined]
+
+    def index(self, port: P | str, *args: Any) -> int:  # type: ignore[override]
         name = port if isinstance(port, str) else port.name
-        for i, p in enumerate(self._ports):
+        for i, p in enumerate(self):
             if p._name == name:
                 return i
         raise KeyError(name)
 
     def _has_duplicates(self) -> bool:
-        return len(self._ports) > 1 and len({p._name for p in self._ports}) != len(self._ports)
+        return len(self) > 1 and len({p._name for p in self}) != len(self)
 
     def _append(self, port: P, index: int | None = None) -> None:
         name = port._name
         if self._find(name) is not None:
             raise GraphError(f"duplicate port name {name!r}")
         if index is None:
-            self._ports.append(port)
+            list.append(self, port)
         else:
-            self._ports.insert(index, port)
+            list.insert(self, index, port)
         if self._by_name is not None:
             self._by_name[name] = port
-        elif len(self._ports) > self._INDEXED:
-            self._by_name = {p._name: p for p in self._ports}
+        elif len(self) > self._INDEXED:
+            self._by_name = {p._name: p for p in self}
 
     def _remove(self, port: P) -> None:
-        self._ports.remove(port)
+        for i, p in enumerate(self):  # by identity: ports have no notion of equality
+            if p is port:
+                list.__delitem__(self, i)
+                break
+        else:
+            raise ValueError(f"{port!r} is not in this port list")
         if self._by_name is not None:
             del self._by_name[port._name]
 
@@ -285,6 +307,9 @@ class ControlEdge(NamedTuple):
 # --------------------------------------------------------------------------- op
 
 
+_new_op = object.__new__
+
+
 class Op:
     """A computation that consumes values through input ports and produces values
     through output ports.  Create ops with :meth:`Graph.add_op`."""
@@ -316,8 +341,9 @@ class Op:
         self._outputs: PortList[OutputPort] = PortList()
         self._graph: Graph | None = None
         self._body: Graph | None = None
-        self._control_in: dict[Op, None] = {}
-        self._control_out: dict[Op, None] = {}
+        # control edges, in insertion order; an empty tuple until the first one (most ops never have any)
+        self._control_in: dict[Op, None] | tuple[()] = ()
+        self._control_out: dict[Op, None] | tuple[()] = ()
         self.provenance: tuple[str, str] | None = None
         """``(table, rule)`` of the mapping rule that created this op, if any."""
         self.meta: dict[str, Any] = {}
@@ -431,6 +457,10 @@ class Op:
     def control_outputs(self) -> tuple[Op, ...]:
         return tuple(self._control_out)
 
+    def has_control_inputs(self) -> bool:
+        """Whether a control edge comes into this op (cheaper than building :attr:`control_inputs`)."""
+        return bool(self._control_in)
+
     # -- neighbourhood
     def predecessors(self) -> list[Op]:
         """Ops feeding this one by data edges, in input-port order, without repeats."""
@@ -527,20 +557,27 @@ def _add_ports(op: Op, ports: PortList[Any], cls: type, prefix: str,
         for _ in range(specs):
             ports._append(cls(_free_port_name(prefix, ports), None, op))
         return
-    made = ports._ports
-    for spec in specs:
-        if type(spec) is str:
-            made.append(cls(spec, None, op))
-        elif isinstance(spec, tuple):
-            made.append(cls(spec[0], spec[1], op))
-        else:
-            raise GraphError(f"a port is a name or a (name, dtype) pair, got {spec!r}")
-    if len(made) > 1 and ports._has_duplicates():
+    made = [cls(spec, None, op) if type(spec) is str else _port_from_pair(cls, spec, op) for spec in specs]
+    if len(made) > 1:
+        _check_new_ports(made, ports)
+    list.extend(ports, made)
+
+
+def _check_new_ports(made: list[Any], ports: PortList[Any]) -> None:
+    """Refuse duplicate names among the ports of a new op; index a long port list by name."""
+    n = len(made)
+    if len({p._name for p in made}) != n:
         names = [p._name for p in made]
-        dup = next(n for n in names if names.count(n) > 1)
+        dup = next(x for x in names if names.count(x) > 1)
         raise GraphError(f"duplicate port name {dup!r}")
-    if len(made) > ports._INDEXED:
+    if n > ports._INDEXED:
         ports._by_name = {p._name: p for p in made}
+
+
+def _port_from_pair(cls: type, spec: Any, op: Op) -> Any:
+    if isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], str):
+        return cls(spec[0], spec[1], op)
+    raise GraphError(f"a port is a name or a (name, dtype) pair, got {spec!r}")
 
 
 def _free_port_name(prefix: str, ports: PortList[Any]) -> str:
@@ -695,22 +732,72 @@ class Graph:
         outputs: Iterable[str | tuple[str, Any]] | int = (),
         attrs: dict[str, Any] | None = None,
         namespace: str | None = None,
+        sources: Sequence[OutputPort | None] | None = None,
     ) -> Op:
         """Create an op in this graph and return it.
 
         ``inputs``/``outputs`` are port names, ``(name, dtype)`` pairs, or a
         count of anonymous ports (``in0``, ``in1``, ...).  Without a name the op
         is named after its type (``aten::t`` -> ``t``, ``t_1``, ...).
+
+        ``sources`` connects the new input ports as they are made: the port
+        feeding each input, in order (None leaves that input unfed; a shorter
+        list leaves the rest unfed).  It is what :meth:`connect` would do for
+        each, without the call per edge.
         """
         if name is None:
             name = self.unique_name(default_op_name(type))
         elif name in self._ops:
             raise GraphError(f"an op named {name!r} already exists in {self._describe()}")
-        op = Op(name, type, attrs, namespace)
-        if inputs:
-            _add_ports(op, op._inputs, InputPort, "in", inputs)
-        if outputs:
-            _add_ports(op, op._outputs, OutputPort, "out", outputs)
+        # Op.__init__, inline (keep the two in step): this is the hot path of every importer
+        op = _new_op(Op)
+        op._name = name
+        op.type = type
+        op.attrs = dict(attrs) if attrs else {}
+        op.namespace = namespace
+        op._body = None
+        op._control_in = ()
+        op._control_out = ()
+        op.provenance = None
+        op.meta = {}
+        # the common case inline: a short list of names
+        if not inputs:
+            ins: PortList[InputPort] = PortList()
+        elif inputs.__class__ is int:
+            ins = PortList()
+            _add_ports(op, ins, InputPort, "in", inputs)
+        else:
+            ins = PortList([InputPort(s, None, op) if s.__class__ is str else _port_from_pair(InputPort, s, op)
+                            for s in inputs])  # type: ignore[union-attr]
+            if len(ins) > 1 and (len(ins) > 2 or ins[0]._name == ins[1]._name):
+                _check_new_ports(ins, ins)
+        op._inputs = ins
+        if not outputs:
+            outs: PortList[OutputPort] = PortList()
+        elif outputs.__class__ is int:
+            outs = PortList()
+            _add_ports(op, outs, OutputPort, "out", outputs)
+        else:
+            outs = PortList([OutputPort(s, None, op) if s.__class__ is str else _port_from_pair(OutputPort, s, op)
+                             for s in outputs])  # type: ignore[union-attr]
+            if len(outs) > 1 and (len(outs) > 2 or outs[0]._name == outs[1]._name):
+                _check_new_ports(outs, outs)
+        op._outputs = outs
+        if sources:
+            ports = ins
+            if len(sources) > len(ports):
+                raise GraphError(f"op {name!r} has {len(ports)} input port(s), but {len(sources)} sources are given")
+            for src in sources:  # checked before anything is connected or the op is added
+                if src is not None:
+                    if not isinstance(src, OutputPort):
+                        raise GraphError(f"a source of op {name!r} is not a producing port: {src!r}")
+                    owner = src._owner
+                    if (owner._graph if owner.__class__ is Op else owner) is not self:  # type: ignore[union-attr]
+                        self._check_endpoint(src, f"source of op {name!r}")
+            for dst, src in zip(ports, sources):
+                if src is not None:
+                    dst._source = src
+                    src._consumers[dst] = None
         op._graph = self
         self._ops[name] = op
         self._version += 1
@@ -781,11 +868,11 @@ class Graph:
             if p._source is not None:
                 self.disconnect(p)
         for other in list(o._control_in):
-            del other._control_out[o]
+            del other._control_out[o]  # type: ignore[union-attr]
         for other in list(o._control_out):
-            del other._control_in[o]
-        o._control_in.clear()
-        o._control_out.clear()
+            del other._control_in[o]  # type: ignore[union-attr]
+        o._control_in = ()
+        o._control_out = ()
         del self._ops[o._name]
         o._graph = None
         self._touch()
@@ -862,16 +949,20 @@ class Graph:
         self._own(after)
         if before is after:
             raise GraphError(f"control edge from op {before.name!r} to itself")
-        before._control_out[after] = None
-        after._control_in[before] = None
+        if not before._control_out:
+            before._control_out = {}
+        if not after._control_in:
+            after._control_in = {}
+        before._control_out[after] = None  # type: ignore[index]
+        after._control_in[before] = None  # type: ignore[index]
         self._touch()
         return ControlEdge(before, after)
 
     def disconnect_control(self, before: Op, after: Op) -> None:
         if after not in before._control_out:
             raise GraphError(f"no control edge {before.name}.{CONTROL} -> {after.name}.{CONTROL}")
-        del before._control_out[after]
-        del after._control_in[before]
+        del before._control_out[after]  # type: ignore[union-attr]
+        del after._control_in[before]  # type: ignore[union-attr]
         self._touch()
 
     def edges(self) -> list[Edge]:

@@ -55,10 +55,10 @@ def verify_graph(graph: Graph, prefix: str = "") -> list[str]:
                 names = [p.name for p in plist]
                 dups = sorted({n for n in names if names.count(n) > 1})
                 report(f"op {key!r} has duplicate {kind} port names {dups}")
-        for p in op._inputs._ports:
+        for p in op._inputs:
             if p._source is not None:
                 check_input(p)
-        for q in op._outputs._ports:
+        for q in op._outputs:
             if q._consumers:
                 check_output(q)
         if op._control_in:

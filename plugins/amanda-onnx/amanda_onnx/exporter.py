@@ -25,7 +25,7 @@ from .common import KIND_NUMBERS, PLANS, Plan, domain_component, infer_kind, nam
 from .dtypes import type_proto_from_dtype
 from .plain import fill_entries, plain_to_message
 from .structural import INITIALIZER, OUTER_VALUE, STRUCTURAL_TYPES
-from .tensors import EXTERNAL, encode_tensor, packed_bytes, tensor_nbytes_packed
+from .tensors import EXTERNAL, encode_tensor, packed_bytes, plain_tensor_fields, tensor_nbytes_packed
 from .typesystem import SparseTensor
 
 MAX_PROTO_SIZE = 2**31 - 1
@@ -236,8 +236,9 @@ class _Exporter:
             out_meta = meta.get("outputs")
             out_values = []
             outs = op.output_ports
-            for q in outs:
-                name = out_meta.get(q.name) if out_meta is not None else None
+            out_pnames = outs.names()
+            for q, pname in zip(outs, out_pnames):
+                name = out_meta.get(pname) if out_meta is not None else None
                 if name is None or (not name and q.has_consumers()):
                     if wanted is None:
                         wanted = self.wanted_names(g, scope)
@@ -251,35 +252,35 @@ class _Exporter:
                 out_values.append(name)
                 if q.dtype is not None:
                     typed.append(q)
-            node = add()
-            node.op_type = t
             if "name" in meta:
-                v = meta["name"]
-                if v is not None:
-                    node.name = v
+                node_name = meta["name"]
             else:
-                node.name = op.name
+                node_name = op.name
             if "domain" in meta:
-                node.domain = meta["domain"]
-            elif entry[1]:
-                node.domain = entry[1]
-            ins = op.input_ports
-            if not sort and op.control_inputs and any(c not in done for c in op.control_inputs):
+                domain = meta["domain"]
+            else:
+                domain = entry[1] or None
+            if not sort and op.has_control_inputs() and any(c not in done for c in op.control_inputs):
                 raise _NotSorted
+            ins = op.input_ports
             if len(ins):
                 try:
-                    values = [names[p.source] if p.source is not None else "" for p in ins]
+                    values = [names[src] if src is not None else "" for src in ins.sources()]
                 except KeyError:
                     raise _NotSorted from None
-                pnames = [p.name for p in ins]
-                if pnames != plan.input_names(len(pnames)):
+                pnames = ins.names()
+                if pnames != (plan._in_names.get(len(pnames)) or plan.input_names(len(pnames))):
                     values = _place(values, pnames, plan, True, op, scope)
-                node.input.extend(values)
+            else:
+                values = None
             if out_values:
-                pnames = [q.name for q in outs]
-                if pnames != plan.output_names(len(pnames)):
-                    out_values = _place(out_values, pnames, plan, False, op, scope)
-                node.output.extend(out_values)
+                if out_pnames != (plan._out_names.get(len(out_pnames)) or plan.output_names(len(out_pnames))):
+                    out_values = _place(out_values, out_pnames, plan, False, op, scope)
+            # one call sets the plain fields (protobuf sets them in C); absent ones stay absent
+            if node_name is None:
+                node = add(op_type=t, input=values, output=out_values, domain=domain)
+            else:
+                node = add(op_type=t, name=node_name, input=values, output=out_values, domain=domain)
             if op.attrs or "attrs" in meta:
                 self.attributes(op, node, plan, scope)
             if len(meta) > ("outputs" in meta) + ("name" in meta) + ("domain" in meta) + ("attrs" in meta) + (
@@ -341,6 +342,16 @@ class _Exporter:
             else:
                 scope.producers[name] = q
         if t == INITIALIZER:
+            value = op.attrs.get("value")
+            if "tensor" not in meta and value.__class__ is np.ndarray:
+                plain = plain_tensor_fields(value)  # the common case, set in one call
+                if plain is not None and (self.threshold is None or len(plain[1]) < self.threshold):
+                    if name is None:
+                        inits.add(dims=value.shape, data_type=plain[0], raw_data=plain[1])
+                    else:
+                        inits.add(name=name, dims=value.shape, data_type=plain[0], raw_data=plain[1])
+                    self.embedded += value.nbytes
+                    return
             self.initializer(op, inits.add(), scope)
         else:
             self.sparse_initializer(op, sparse.add(), scope)

@@ -432,7 +432,6 @@ class _Importer:
         counters: dict[str, int] = {}
         plans: dict[Any, tuple[Plan, str | None, str | None]] = {}
         add_op = g.add_op
-        connect = g.connect
         outer = scope.outer
         for n in nodes:
             ins = outs = op_type = name = domain = attr_list = rest = None
@@ -464,10 +463,24 @@ class _Importer:
             n_out = len(outs) if outs is not None else 0
             in_names = plan._in_names.get(n_in) or plan.input_names(n_in)
             out_names = plan._out_names.get(n_out) or plan.output_names(n_out)
+            # the producers of the inputs, where known: the op is made already connected to them
+            srcs = missing = None
+            if n_in:
+                srcs = [values.get(v) for v in ins]  # type: ignore[union-attr]
+                if None in srcs:
+                    for i, v in enumerate(ins):  # type: ignore[arg-type]
+                        if v and srcs[i] is None:
+                            src = values.get(v) or outer(v)  # (an earlier input may have made it outer)
+                            if src is None:  # produced later in the node list, or by nobody
+                                if missing is None:
+                                    missing = []
+                                missing.append((i, v))
+                            else:
+                                srcs[i] = src
             op = None
             if name:
                 try:
-                    op = add_op(op_type, name, inputs=in_names, outputs=out_names, namespace=ns)
+                    op = add_op(op_type, name, inputs=in_names, outputs=out_names, namespace=ns, sources=srcs)
                     meta: dict[str, Any] = {}
                 except GraphError:  # another op (an initializer, an earlier node) already has this name
                     pass
@@ -480,8 +493,11 @@ class _Importer:
                     k += 1
                     op_name = f"{base}_{k}"
                 counters[base] = k
-                op = add_op(op_type, op_name, inputs=in_names, outputs=out_names, namespace=ns)
+                op = add_op(op_type, op_name, inputs=in_names, outputs=out_names, namespace=ns, sources=srcs)
                 meta = {"name": name}
+            if missing is not None:
+                for i, v in missing:
+                    deferred.append((op, i, v))
             if n_out == 1:
                 meta["outputs"] = {out_names[0]: outs[0]}  # type: ignore[index]
             elif n_out:
@@ -499,19 +515,6 @@ class _Importer:
                         if v in values:
                             self.define(scope, v, port, op)
                         values[v] = port
-            if n_in:
-                i = 0
-                for port, v in zip(op.input_ports, ins):  # type: ignore[arg-type]
-                    if v:
-                        src = values.get(v)
-                        if src is None:
-                            src = outer(v)
-                            if src is None:
-                                deferred.append((op, i, v))
-                                i += 1
-                                continue
-                        connect(src, port)
-                    i += 1
 
     def plan(self, domain: str | None, op_type: str, opsets: dict[str, int],
              graph_ns: str) -> tuple[Plan, str | None, str | None]:

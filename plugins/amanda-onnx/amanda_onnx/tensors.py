@@ -502,6 +502,15 @@ def packed_bytes(number: int, arr: np.ndarray) -> bytes:
     return _pack(number, arr).tobytes()
 
 
+def plain_tensor_fields(arr: np.ndarray) -> tuple[int, bytes] | None:
+    """``(data_type, raw_data)`` of an array whose element type ONNX stores as plain little-endian bytes; None
+    for any other (strings, sub-byte and ml_dtypes types take the general path of :func:`encode_tensor`)."""
+    number = _NUMBERS.get(arr.dtype)
+    if number is None or number not in _FAST:
+        return None
+    return number, raw_bytes(arr)
+
+
 def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     if a.dtype != b.dtype or a.shape != b.shape:
         return False
