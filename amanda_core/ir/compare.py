@@ -82,6 +82,9 @@ def _copy_into(graph: Graph, new: Graph) -> None:
 def values_equal(a: Any, b: Any) -> bool:
     """Equality for attribute values: tensors by content, NaN equal to NaN,
     graphs structurally, containers element-wise."""
+    cls = a.__class__
+    if cls is b.__class__ and (cls is str or cls is int or cls is bool):  # the common case, first
+        return bool(a == b)
     if is_tensor(a) or is_tensor(b):
         return is_tensor(a) and is_tensor(b) and tensors_equal(a, b)
     if isinstance(a, Graph) or isinstance(b, Graph):

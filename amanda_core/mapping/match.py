@@ -236,6 +236,11 @@ class _Search:
                    ) -> bool:
         if spec.kind == "literal":
             lit = spec.value
+            if value.__class__ is str:  # op types and names: plain string equality
+                if lit.__class__ is str:
+                    return value == lit
+                if lit.__class__ is list:
+                    return value in lit
             if isinstance(lit, list) and not isinstance(value, list):
                 return any(values_equal(value, x) for x in lit)  # alternatives: type: [Add, Sub]
             return values_equal(value, lit)
