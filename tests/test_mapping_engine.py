@@ -671,3 +671,26 @@ table:
     assert list(new.body.ops) == ["first", "second"] and new.body.verify() == []
     assert new.body.output_ports["y"].source is new.body.ops["second"].output_ports["y"]
     assert "with_softmax" in g.ops
+
+
+def test_type_and_name_literals_match_exactly_and_as_alternatives():
+    t = table("""\
+table:
+  src: amanda/toy/1
+  dst: amanda/toy/1
+  rules:
+    tag:
+      src: {ops: {$o: {type: [Relu, Softmax, "1"]}}}
+      dst: {ops: {$o: {meta: {seen: "yes"}}}}
+    by_name:
+      src: {ops: {$o: {type: Dropout, name: drop_b}}}
+      dst: {ops: {$o: {attrs: {ratio: 0.1}}}}
+""")
+    g = Graph("amanda/toy/1")
+    for name, op_type in (("r", "Relu"), ("s", "Softmax"), ("c", "Concat"), ("relu_like", "Relu6"),
+                          ("drop_a", "Dropout"), ("drop_b", "Dropout"), ("one", "1")):
+        g.add_op(op_type, name, inputs=["x"], outputs=["y"])
+    report = apply_table(g, t, registry())
+    assert sorted(op.name for op in g if op.meta.get("seen") == "yes") == ["one", "r", "s"]
+    assert g.ops["drop_b"].attrs == {"ratio": 0.1} and g.ops["drop_a"].attrs == {}
+    assert [r.matches for r in report.rules] == [3, 1]
