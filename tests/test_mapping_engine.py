@@ -694,3 +694,60 @@ table:
     assert sorted(op.name for op in g if op.meta.get("seen") == "yes") == ["one", "r", "s"]
     assert g.ops["drop_b"].attrs == {"ratio": 0.1} and g.ops["drop_a"].attrs == {}
     assert [r.matches for r in report.rules] == [3, 1]
+
+
+KEEP_V1 = """
+namespace_schema:
+  namespace: amanda/keep/1
+  default_type_system: python
+  op_schemas:
+    - {type: Src, output_ports: [y]}
+    - {type: Relu, input_ports: [x], output_ports: [y]}
+    - {type: Scale, attrs: {k: float}, input_ports: [x], output_ports: [y]}
+"""
+KEEP_V2 = KEEP_V1.replace("keep/1", "keep/2").replace("{type: Relu, input_ports: [x]",
+                                                       "{type: Relu, input_ports: [input]")
+
+
+def test_a_rule_that_keeps_its_ops_moves_them_as_the_general_rewrite_would(monkeypatch):
+    """Rules whose mapper is ``$op: {}`` (the version steps of an op whose schema changed but not its meaning) take
+    a short path; it must leave exactly what the general rewrite leaves."""
+    from amanda_core.ir.compare import diff_graphs
+    from amanda_core.mapping import rewrite
+    from amanda_core.namespace import NamespaceRegistry, PythonTypeSystem, TypeSystemRegistry, load_schema
+
+    reg = NamespaceRegistry(TypeSystemRegistry([PythonTypeSystem()]))
+    reg.add_schema(load_schema(KEEP_V1))
+    reg.add_schema(load_schema(KEEP_V2))
+    t = table("""\
+table:
+  src: amanda/keep/1
+  dst: amanda/keep/2
+  carry: unchanged
+  rules:
+    same_meaning:
+      src: {ops: {$op: {type: [Relu, Scale]}}}
+      dst: {ops: {$op: {}}}
+""")
+    assert rewrite.keeps_only(t.rules["same_meaning"] if isinstance(t.rules, dict) else t.rules[0])
+
+    def build():
+        g = Graph("amanda/keep/1")
+        s = g.add_op("Src", "s", outputs=["y"])
+        r = g.add_op("Relu", "r", inputs=["x"], outputs=["y"], sources=[s.output_ports[0]])
+        k = g.add_op("Scale", "k", inputs=["x"], outputs=["y"], attrs={"k": 2.0}, sources=[r.output_ports[0]])
+        g.connect_control(s, k)
+        g.connect(k.output_ports[0], g.add_output_port("out"))
+        return g
+
+    fast = build()
+    fast_report = apply_table(fast, t, reg)
+    monkeypatch.setattr(rewrite, "keeps_only", lambda rule: False)
+    general = build()
+    general_report = apply_table(general, t, reg)
+    assert diff_graphs(fast, general) == []
+    assert fast.namespace == "amanda/keep/2" and fast.ops["r"].input_ports.names() == ["input"]
+    assert fast.ops["k"].provenance == ("t", "same_meaning") == general.ops["k"].provenance
+    assert [(r.matches, dict(r.produced)) for r in fast_report.rules] == \
+        [(r.matches, dict(r.produced)) for r in general_report.rules] == [(2, {"Relu": 1, "Scale": 1})]
+    assert validate(fast, reg) == []

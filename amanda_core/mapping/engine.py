@@ -33,7 +33,7 @@ from ..namespace.schema import NamespaceSchema, OpSchema
 from .attrconv import library_for
 from .expr import ExpressionError
 from .match import MatchContext, Matcher, anchor_candidates, type_index
-from .rewrite import MappingError, RewriteContext, apply_template, same_family
+from .rewrite import MappingError, RewriteContext, apply_template, keeps_only, same_family
 from .table import MappingTable, Rule
 
 
@@ -210,8 +210,9 @@ class Converter:
                 changed_any = True
                 if rule.dst.transform is not None or _may_nest(rule):
                     graphs = list(graphs_in(graph, None))  # a rewrite may have made or dropped nested graphs
-        report.carried = self._finish(graphs if not changed_any else list(graphs_in(graph, None)), graph, src_spec,
-                                      src_ns, dst_ns, table.carry == "unchanged")
+        if changed_any and len(graphs) > 1:  # rewritten ops holding graphs may have moved namespace: walk again
+            graphs = list(graphs_in(graph, None))
+        report.carried = self._finish(graphs, graph, src_spec, src_ns, dst_ns, table.carry == "unchanged")
         return report
 
     def _apply_rule(self, graphs: list[tuple[Graph, str | None]], table: MappingTable, rule: Rule,
@@ -234,6 +235,8 @@ class Converter:
             if not touched:
                 continue
             changed = True
+            if keeps_only(rule):
+                continue  # it moved ops to the target namespace and changed no edge: no cycle to look for
             try:
                 g.topological_order()
             except GraphCycleError as e:

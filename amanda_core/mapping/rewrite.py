@@ -437,19 +437,7 @@ class _Applier:
                 dtypes = [None] * len(names)
             else:
                 continue
-            rename: Callable[[Any, str], None] = op.rename_input_port if kind == "in" else op.rename_output_port
-            # two steps so that a swap of names never collides
-            temp = [f"\0{i}" for i in range(min(len(ports), len(names)))]
-            for p, t in zip(ports, temp):
-                rename(p, t)
-            for p, n in zip(ports, names):
-                rename(p, n)
-            for p, dt in zip(ports, dtypes):
-                if dt is not None:
-                    p.dtype = str(dt)
-            for n, dt in zip(names[len(ports):], dtypes[len(ports):]):
-                add = op.add_input_port if kind == "in" else op.add_output_port
-                add(n, _as_dtype_text(dt))
+            _rename_ports(op, kind, ports, names, dtypes)
 
     def connect_edges(self) -> None:
         plans: list[tuple[EdgeSpec, list[Port | None], list[tuple[str, Port]]]] = []
@@ -590,6 +578,64 @@ class _Applier:
         return Rewrite(list(self.new.values()), list(self.kept.values()), removed)
 
 
+def _rename_ports(op: Op, kind: str, ports: list[Any], names: list[str], dtypes: list[Any]) -> None:
+    """Give ``ports`` (one side of ``op``) ``names`` by position, and ``dtypes`` where not None; names past the
+    last port make new ports."""
+    rename: Callable[[Any, str], None] = op.rename_input_port if kind == "in" else op.rename_output_port
+    # two steps so that a swap of names never collides
+    temp = [f"\0{i}" for i in range(min(len(ports), len(names)))]
+    for p, t in zip(ports, temp):
+        rename(p, t)
+    for p, n in zip(ports, names):
+        rename(p, n)
+    for p, dt in zip(ports, dtypes):
+        if dt is not None:
+            p.dtype = str(dt)
+    for n, dt in zip(names[len(ports):], dtypes[len(ports):]):
+        add = op.add_input_port if kind == "in" else op.add_output_port
+        add(n, _as_dtype_text(dt))
+
+
+_KEEPS_ONLY: dict[int, tuple[Rule, bool]] = {}
+
+
+def keeps_only(rule: Rule) -> bool:
+    """Whether the rule's mapper keeps every matched op as it is (``$op: {}`` for each, nothing else): its
+    rewrite only moves the ops to the target namespace, as a version step does for an op whose schema changed in
+    a way that keeps its meaning."""
+    found = _KEEPS_ONLY.get(id(rule))
+    if found is not None and found[0] is rule:
+        return found[1]
+    t = rule.dst
+    answer = (t.transform is None and not t.edges and rule.src.query is None and set(t.ops) == set(rule.src.ops)
+              and all(tpl.type is None and tpl.name is None and not tpl.attrs and tpl.keep_attrs is None
+                      and tpl.inputs is None and tpl.outputs is None and not tpl.meta and tpl.body is None
+                      for tpl in t.ops.values()))
+    _KEEPS_ONLY[id(rule)] = (rule, answer)
+    return answer
+
+
+def _keep(graph: Graph, match: Match, rule: Rule, ctx: RewriteContext) -> Rewrite:
+    """What :class:`_Applier` does for a rule that :func:`keeps_only`, without its general machinery: each matched
+    op moves to the target namespace with its attributes, edges and name; its ports take the target schema's names
+    by position where theirs are not slots of it."""
+    kept = list(match.ops.values())
+    for op in kept:
+        op.attrs = dict(op.attrs)
+        op.namespace = ctx.dst_namespace
+        op.provenance = (ctx.table, rule.name)
+        schema = ctx.dst_schema.get(op.type) if ctx.dst_schema is not None and op.type is not None else None
+        if schema is None:
+            continue
+        for kind in ("in", "out"):
+            ports = list(op.input_ports if kind == "in" else op.output_ports)
+            if not _names_fit(ports, schema, kind):
+                names = default_ports(schema, kind, set(), len(ports))[: len(ports)]
+                _rename_ports(op, kind, ports, names, [None] * len(names))
+    # no op, edge or type changed: the graph's order and the engine's index of ops by type stay valid
+    return Rewrite([], kept, [])
+
+
 def apply_template(graph: Graph, match: Match, rule: Rule, ctx: RewriteContext) -> Rewrite | None:
     """Rewrite ``match`` with ``rule``'s mapper; None when containment makes the match invalid (nothing is
     changed then)."""
@@ -597,6 +643,8 @@ def apply_template(graph: Graph, match: Match, rule: Rule, ctx: RewriteContext) 
         from .transform import apply_transform
 
         return apply_transform(graph, match, rule, ctx)
+    if keeps_only(rule):
+        return _keep(graph, match, rule, ctx)
     return _Applier(graph, match, rule, ctx).run()
 
 
