@@ -5,6 +5,9 @@
 * A new op whose ``name`` is that of an op the same rewrite removes takes that name, not ``name_1``.
 * A new op's variadic output group joined to a matched op's group (``new.outputs* -> $s.outputs*``) gets one port
   per element, as an input group already did.
+* In a chain of version steps, an op that one step cannot convert leaves the graph mixed, and each op is pinned to
+  its namespace.  Ops carried by a later step move on even when they were pinned: they used to keep the namespace
+  of the step before and stop there.
 """
 
 from __future__ import annotations
@@ -179,3 +182,30 @@ def test_a_new_ops_output_group_grows_to_the_matched_group():
     for i in range(3):
         assert g.output_ports[f"o{i}"].source is new.output_ports[f"outputs_{i}"]
     assert g.verify() == []
+
+
+def test_ops_pinned_by_a_mixed_step_are_carried_by_the_next_steps():
+    from amanda_core.mapping import convert
+
+    schemas = [
+        "namespace_schema:\n  namespace: amanda/chain/%d\n  default_type_system: python\n  op_schemas:\n"
+        "    - {type: Relu, input_ports: [x], output_ports: [y]}\n" % v
+        + ("    - {type: Gelu, input_ports: [x], output_ports: [y]}\n" if v == 3 else "")
+        for v in (1, 2, 3)
+    ]
+    reg = NamespaceRegistry(TypeSystemRegistry([PythonTypeSystem()]))
+    for text in schemas:
+        reg.add_schema(load_schema(text))
+    tables = [load_table(f"table:\n  name: down{v}\n  src: amanda/chain/{v}\n  dst: amanda/chain/{v - 1}\n"
+                         "  carry: unchanged\n  rules: {}\n", filename=f"down{v}.yaml", trusted=True)
+              for v in (3, 2)]
+    g = Graph("amanda/chain/3")
+    x = g.add_input_port("x")
+    r = g.add_op("Relu", "relu", inputs=["x"], outputs=["y"], sources=[x])
+    gelu = g.add_op("Gelu", "gelu", inputs=["x"], outputs=["y"], sources=[r.output_ports[0]])  # nothing below 3
+    r2 = g.add_op("Relu", "relu2", inputs=["x"], outputs=["y"], sources=[gelu.output_ports[0]])
+    g.connect(r2.output_ports[0], g.add_output_port("y"))
+    result = convert(g, "amanda/chain/1", tables, reg, allow_partial=True)
+    ns = {op.name: op.effective_namespace for op in result.graph}
+    assert ns == {"relu": "amanda/chain/1", "gelu": "amanda/chain/3", "relu2": "amanda/chain/1"}
+    assert [(t, n) for t, n, _, _ in result.unconverted] == [("Gelu", "amanda/chain/3")]

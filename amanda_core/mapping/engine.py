@@ -370,6 +370,8 @@ class Converter:
                 continue  # nothing moved here: the graph stays as it was
             if g.namespace is not None and not stuck:
                 g.namespace = dst_ns  # every op is in the target now: they inherit it
+                for op in carried:
+                    op.namespace = None  # (one pinned by an earlier step of a mixed graph too)
                 for op in g:
                     if op.namespace == dst_ns:
                         op.namespace = None
