@@ -25,7 +25,7 @@ from .errors import (
 )
 from .ir import CONTROL, Graph, GraphInput, GraphOutput, InputPort, Op, OutputPort, Tensor
 from .namespace import NamespaceRegistry, NamespaceSchema, OpSchema, TypeSystem, validate
-from .plugin import Exporter, Importer, Runner, hookimpl, registry
+from .plugin import Exporter, Importer, Runner, TypeInferer, hookimpl, registry
 
 __version__ = "0.1.0"
 
@@ -49,6 +49,7 @@ __all__ = [
     "OutputPort",
     "PluginError",
     "Runner",
+    "TypeInferer",
     "SchemaError",
     "Tensor",
     "TypeSystem",

@@ -188,8 +188,8 @@ def test_ops_pinned_by_a_mixed_step_are_carried_by_the_next_steps():
     from amanda_core.mapping import convert
 
     schemas = [
-        "namespace_schema:\n  namespace: amanda/chain/%d\n  default_type_system: python\n  op_schemas:\n"
-        "    - {type: Relu, input_ports: [x], output_ports: [y]}\n" % v
+        f"namespace_schema:\n  namespace: amanda/chain/{v}\n  default_type_system: python\n  op_schemas:\n"
+        "    - {type: Relu, input_ports: [x], output_ports: [y]}\n"
         + ("    - {type: Gelu, input_ports: [x], output_ports: [y]}\n" if v == 3 else "")
         for v in (1, 2, 3)
     ]

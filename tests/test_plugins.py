@@ -44,8 +44,10 @@ def amanda_namespaces():
 
 
 def test_every_hook_is_documented():
-    for name in ("amanda_type_systems", "amanda_namespaces", "amanda_importers", "amanda_exporters",
-                 "amanda_mapping_tables"):
+    from amanda_core.plugin.manager import HOOK_NAMES
+
+    assert "amanda_type_inferers" in HOOK_NAMES and "amanda_runners" in HOOK_NAMES
+    for name in HOOK_NAMES:
         spec = getattr(hookspecs, name)
         assert spec.__doc__ and len(spec.__doc__.split()) > 5, name
 
@@ -153,3 +155,40 @@ def test_core_imports_no_framework():
             "print(bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_type_inferers_are_found_by_namespace():
+    from amanda_core import Graph, TypeInferer
+
+    def infer(graph):
+        for op in graph:
+            for q in op.output_ports:
+                q.dtype = q.dtype or "float32"
+        return 1
+
+    class Inferring:
+        @hookimpl
+        def amanda_type_inferers(self):
+            return [TypeInferer(name="example-types", namespace="amanda/example", infer=infer)]
+
+    pm = PluginManager(autoload=False)
+    pm.register(Inferring(), "inferring")
+    reg = pm.registry()
+    found = reg.type_inferer_for("amanda/example/1.0")
+    assert found is not None and found.name == "example-types"
+    assert reg.type_inferer_for("amanda/other/1.0") is None and reg.type_inferer_for(None) is None
+    g = Graph("amanda/example/1.0")
+    g.add_op("Foo", outputs=["y"])
+    assert found.infer(g) == 1 and g.ops["foo"].output_ports[0].dtype == "float32"
+
+
+def test_a_type_inferer_of_the_wrong_kind_names_the_plugin():
+    class Wrong:
+        @hookimpl
+        def amanda_type_inferers(self):
+            return ["not an inferer"]
+
+    pm = PluginManager(autoload=False)
+    pm.register(Wrong(), "wrong-inferer")
+    with pytest.raises(PluginError, match="wrong-inferer"):
+        pm.registry()

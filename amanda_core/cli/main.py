@@ -235,6 +235,16 @@ def cmd_convert(args: argparse.Namespace) -> int:
         raise AmandaError(f"{args.input}: the graph has no namespace, so no table can be chosen for it")
     target = args.to or graph.namespace
     tables = _tables(args, reg)
+    inferred = ""
+    inferer = reg.type_inferer_for(graph.namespace) if args.to and not args.no_infer_types else None
+    if inferer is not None:
+        try:
+            n = inferer.infer(graph)
+        except AmandaError as e:
+            print(f"warning: {inferer.name} could not type the graph's values ({e}); converting without it",
+                  file=sys.stderr)
+        else:
+            inferred = f" ({n} value types inferred by {inferer.name})" if n else ""
     result = convert(graph, target, tables, reg.namespaces, include_tags=args.tag or (),
                      exclude_tags=args.exclude_tag or (), allow_partial=args.allow_partial, copy=False)
     out = result.graph
@@ -269,7 +279,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     else:
         chain = " -> ".join([s.src for s in result.steps[:1]] + [s.dst for s in result.steps]) or str(out.namespace)
     n_ops = sum(1 for _ in out.walk())
-    print(f"{args.input}: {chain}: {n_ops} ops; wrote {', '.join(written)}")
+    print(f"{args.input}: {chain}: {n_ops} ops{inferred}; wrote {', '.join(written)}")
     return EXIT_OK
 
 
@@ -426,6 +436,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="let --table files run their ${...} expressions (Python code)")
     p.add_argument("--no-plugin-tables", action="store_true", help="use only the --table files")
     p.add_argument("--no-validate", action="store_true", help="skip checking the result against its schema")
+    p.add_argument("--no-infer-types", action="store_true",
+                   help="do not run the source framework's type inference before converting (it lets rules that "
+                        "depend on value types, like exact opset downgrades, see the types of intermediate values)")
     p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("check", help="run two models on the same inputs and compare their outputs (exit 1 if "

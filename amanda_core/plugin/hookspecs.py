@@ -18,7 +18,7 @@ import pluggy
 if TYPE_CHECKING:
     from ..namespace.registry import NamespaceProvider
     from ..namespace.types import TypeSystem
-    from .types import Exporter, Importer, Runner
+    from .types import Exporter, Importer, Runner, TypeInferer
 
 PROJECT = "amanda"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -61,3 +61,9 @@ def amanda_mapping_tables() -> Sequence[Any]:
 def amanda_runners() -> Sequence[Runner]:
     """Runners: execute a graph of a namespace (family or range) on given inputs with the framework's own
     runtime, so that a conversion can be checked by running source and result on the same inputs."""
+
+
+@hookspec
+def amanda_type_inferers() -> Sequence[TypeInferer]:
+    """Type inferers: fill in the dtypes a graph of a namespace (family or range) leaves unstated, with the
+    framework's own inference; conversions run them before applying tables."""

@@ -22,13 +22,13 @@ from ..errors import PluginError
 from ..namespace.registry import NamespaceProvider, NamespaceRegistry
 from ..namespace.types import PythonTypeSystem, TypeSystem, TypeSystemRegistry
 from . import hookspecs
-from .types import Exporter, Importer, Runner
+from .types import Exporter, Importer, Runner, TypeInferer
 
 ENTRY_POINT_GROUP = "amanda"
 ENV_DISABLE = "AMANDA_DISABLE_PLUGIN_AUTOLOAD"
 ENV_ONLY = "AMANDA_PLUGINS"
 HOOK_NAMES = ("amanda_type_systems", "amanda_namespaces", "amanda_importers", "amanda_exporters", "amanda_runners",
-              "amanda_mapping_tables")
+              "amanda_type_inferers", "amanda_mapping_tables")
 
 
 @attrs.frozen
@@ -58,6 +58,7 @@ class Registry:
     importers: list[tuple[Importer, str]]
     exporters: list[tuple[Exporter, str]]
     runners: list[tuple[Runner, str]]
+    type_inferers: list[tuple[TypeInferer, str]] = attrs.field(factory=list)
     _gather_tables: Any = attrs.field(default=None, repr=False)
     _tables: list[tuple[Any, str]] | None = attrs.field(default=None, repr=False)
 
@@ -71,6 +72,15 @@ class Registry:
         if self._tables is None:
             self._tables = list(self._gather_tables()) if self._gather_tables is not None else []
         return self._tables
+
+    def type_inferer_for(self, namespace: str | None) -> TypeInferer | None:
+        """The first registered type inferer serving ``namespace``, or None."""
+        if namespace is None:
+            return None
+        for inferer, _plugin in self.type_inferers:
+            if inferer.handles_namespace(namespace):
+                return inferer
+        return None
 
 
 class PluginManager:
@@ -186,7 +196,8 @@ class PluginManager:
             return [(t, p) for p, items in self._call("amanda_mapping_tables") for t in items]
 
         runners = [(r, p) for p, items in self._call("amanda_runners") for r in _typed(items, Runner, p)]
-        return Registry(namespaces, importers, exporters, runners, gather_tables)
+        inferers = [(t, p) for p, items in self._call("amanda_type_inferers") for t in _typed(items, TypeInferer, p)]
+        return Registry(namespaces, importers, exporters, runners, inferers, gather_tables)
 
     def _call(self, hook_name: str) -> list[tuple[str, Sequence[Any]]]:
         """Call a hook on every plugin, keeping which plugin gave what."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["Importer", "Exporter", "Runner"]
+__all__ = ["Importer", "Exporter", "Runner", "TypeInferer"]
 
 import os
 from typing import Any, Callable
@@ -79,6 +79,24 @@ class Runner:
     run: Callable[..., Any]
     example_inputs: Callable[..., Any]
     framework: str | None = None
+    description: str = ""
+
+    def handles_namespace(self, namespace: str) -> bool:
+        return parse_spec(self.namespace).matches(namespace)
+
+
+@attrs.frozen
+class TypeInferer:
+    """Fills in the value types a graph does not state, with the framework's own inference.
+
+    ``infer(graph)`` gives a dtype to output ports that have none, where the framework can tell it, and returns
+    how many it typed; it changes nothing else.  Conversions run it first, so that rules whose exactness depends
+    on a value's type (an opset downgrade, say) can see the types of intermediate values.  ``namespace`` is the
+    family or range it serves."""
+
+    name: str
+    namespace: str
+    infer: Callable[[Graph], int]
     description: str = ""
 
     def handles_namespace(self, namespace: str) -> bool:

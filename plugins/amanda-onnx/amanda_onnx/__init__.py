@@ -60,6 +60,14 @@ def to_model(graph: Graph, **options: Any) -> Any:
     return _to_model(graph, **options)
 
 
+def infer_types(graph: Graph) -> int:
+    """Type the node outputs ``graph`` leaves untyped with onnx's shape inference; returns how many it typed.
+    See :func:`amanda_onnx.infer.infer_types`."""
+    from .infer import infer_types as _infer_types
+
+    return _infer_types(graph)
+
+
 __all__ = [
     "ATTR_KINDS",
     "COMMUTATIVE_OPS",
@@ -78,6 +86,7 @@ __all__ = [
     "elem_type_from_numpy",
     "elem_type_name",
     "elem_type_number",
+    "infer_types",
     "load_model",
     "namespace_providers",
     "numpy_dtype",

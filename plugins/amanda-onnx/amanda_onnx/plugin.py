@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from amanda_core import Exporter, Importer, Runner, hookimpl
+from amanda_core import Exporter, Importer, Runner, TypeInferer, hookimpl
 from amanda_core.namespace import NamespaceProvider, TypeSystem
 
 from .common import is_model_proto
@@ -81,3 +81,16 @@ def amanda_runners() -> list[Runner]:
     """``onnxruntime``: runs any ``amanda/onnx`` graph on the CPU (for ``amanda check``)."""
     return [Runner(name="onnxruntime", namespace=FAMILY, run=_run, example_inputs=_example_inputs,
                    framework="onnxruntime", description="ONNX graphs on onnxruntime's CPU provider")]
+
+
+def _infer(graph: Any) -> int:
+    from .infer import infer_types
+
+    return infer_types(graph)
+
+
+@hookimpl
+def amanda_type_inferers() -> list[TypeInferer]:
+    """``onnx.shape_inference``: types the node outputs an ONNX graph leaves untyped (before conversions)."""
+    return [TypeInferer(name="onnx.shape_inference", namespace=FAMILY, infer=_infer,
+                        description="value types of ONNX graphs from onnx's shape inference")]

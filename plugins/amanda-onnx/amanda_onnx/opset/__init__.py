@@ -63,9 +63,13 @@ def _written(direction: str, n: int, src: str, dst: str) -> MappingTable | None:
 
 
 def _covered(table: MappingTable) -> set[str]:
-    """Op types the table's rules match (literal types of their matchers)."""
+    """Op types the table's written rules convert: the literal types of single-op matchers whose mapper keeps or
+    rebuilds the op.  An op a rule only reads (the Constant feeding an ``axes`` input) or removes (a Constant
+    nobody reads any more) still gets its generated rule, which runs after the written ones."""
     out: set[str] = set()
     for rule in table.rules.values():
+        if len(rule.src.ops) != 1 or rule.dst.transform == "remove":
+            continue
         for pat in rule.src.ops.values():
             if pat.type is not None and pat.type.kind == "literal":
                 value = pat.type.value

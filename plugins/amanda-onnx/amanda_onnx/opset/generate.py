@@ -45,6 +45,7 @@ class Policy:
     compatible_defaults: dict[tuple[int, str], tuple[str, ...]]
     inexact: dict[tuple[int, str], str]
     doc_only: dict[tuple[int, str], dict[str, Any]]
+    neutral: dict[tuple[int, str], dict[str, Any]] = attrs.field(factory=dict)
 
 
 def _key(text: str) -> tuple[int, str]:
@@ -64,6 +65,7 @@ def load_policy() -> Policy:
         compatible_defaults={_key(k): tuple(v) for k, v in (up.get("compatible_defaults") or {}).items()},
         inexact={_key(k): str(v) for k, v in (down.get("inexact") or {}).items()},
         doc_only={_key(k): dict(v or {}) for k, v in (down.get("doc_only") or {}).items()},
+        neutral={_key(k): dict(v or {}) for k, v in (down.get("neutral") or {}).items()},
     )
 
 
@@ -240,7 +242,13 @@ def downgrade_rule(c: OpChange, policy: Policy) -> tuple[dict[str, Any] | None, 
                 continue
             if b.required:
                 return None, f"attribute {name!r} is required in the newer opset and unknown in the older"
-            match_attrs[name] = "${value is None}" if b.default is None else b.default
+            if b.default is not None:
+                match_attrs[name] = b.default
+            elif name in policy.neutral.get(key, {}):  # a value that means what leaving it out means
+                v = policy.neutral[key][name]
+                match_attrs[name] = f"${{value is None or all(x == {v!r} for x in value)}}"
+            else:
+                match_attrs[name] = "${value is None}"
             drop = True
             continue
         if a.type != b.type:

@@ -1,0 +1,62 @@
+"""Value types of an ONNX graph that the model does not state, from onnx's own shape inference.
+
+Models exported by frameworks often give types to their inputs and outputs only.  Rules that must know a value's
+element type to be exact (most opset downgrades: ``Add`` 14 -> 13 holds only if the values are not ``int8``,
+say) would otherwise refuse every op between them.  :func:`infer_types` runs ``onnx.shape_inference`` on the graph
+as it would be exported and gives each untyped node output of the top-level graph the type inference found.  It
+changes nothing else; the values it typed are written to the exported model's ``value_info``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["infer_types"]
+
+from typing import Any
+
+from amanda_core.errors import AmandaError
+from amanda_core.ir import Graph
+
+from .structural import STRUCTURAL_TYPES
+
+
+class InferenceError(AmandaError):
+    """onnx's shape inference refused the graph."""
+
+
+def infer_types(graph: Graph) -> int:
+    """Give untyped node outputs of ``graph`` (the top level; not the bodies of ``If``/``Loop``/``Scan``) the
+    types onnx's shape inference finds for them; returns how many it typed.  Raises :class:`InferenceError`
+    when inference fails (an inconsistent model), leaving the graph as it was."""
+    import onnx
+
+    from .dtypes import dtype_from_type_proto
+    from .exporter import to_model
+
+    model = to_model(graph)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=False)
+    except (onnx.shape_inference.InferenceError, ValueError, RuntimeError) as e:
+        raise InferenceError(f"onnx shape inference failed: {e}") from None
+    found: dict[str, Any] = {vi.name: vi.type for vi in inferred.graph.value_info}
+    found.update((vi.name, vi.type) for vi in inferred.graph.output if vi.name not in found)
+    if not found:
+        return 0
+    typed = 0
+    for op in graph:
+        if op.namespace is None and op.type in STRUCTURAL_TYPES:
+            continue
+        names = op.meta.get("outputs")
+        if not names:
+            continue
+        for q in op.output_ports:
+            if q.dtype is not None:
+                continue
+            value = names.get(q.name)
+            tp = found.get(value) if value else None
+            if tp is None:
+                continue
+            dtype = dtype_from_type_proto(tp)
+            if dtype is not None:
+                q.dtype = dtype
+                typed += 1
+    return typed
