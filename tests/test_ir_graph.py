@@ -345,3 +345,17 @@ def test_control_edges_made_and_undone_on_ops_without_any():
     g.remove_op("relu", rewire={"out0": g.ops["matmul"].output_ports[0]})
     assert p.control_outputs == () and r.control_inputs == ()
     assert g.verify() == []
+
+
+def test_graphs_pickle_and_deep_copy_with_their_port_lists():
+    import copy
+    import pickle
+
+    g = seed_torch_graph()
+    g.add_op("Concat", "cat", inputs=[f"x{i}" for i in range(12)])  # an indexed port list
+    for h in (pickle.loads(pickle.dumps(g)), copy.deepcopy(g)):
+        assert h.diff(g) == [] and h == g
+        m = h.ops["matmul"]
+        assert m.input_ports.names() == ["in0", "in1"] and m.input_ports["in1"].source.op is h.ops["t"]
+        assert h.ops["cat"].input_ports["x11"] is h.ops["cat"].input_ports[11]
+        assert h.verify() == []

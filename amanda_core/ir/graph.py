@@ -228,6 +228,9 @@ class PortList(list[P]):
         """The ports as a plain list."""
         return list(self)
 
+    def __reduce__(self) -> Any:  # pickling and copying: rebuilt whole, not appended to item by item
+        return (_rebuilt_port_list, (list(self), self._by_name))
+
     def get(self, name: str, default: P | None = None) -> P | None:
         p = self._find(name)
         return default if p is None else p
@@ -282,6 +285,12 @@ class PortList(list[P]):
 
     def __repr__(self) -> str:
         return f"PortList({self.names()})"
+
+
+def _rebuilt_port_list(ports: list[Any], by_name: dict[str, Any] | None) -> PortList[Any]:
+    made: PortList[Any] = PortList(ports)
+    made._by_name = by_name
+    return made
 
 
 class Edge(NamedTuple):
