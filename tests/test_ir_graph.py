@@ -359,3 +359,17 @@ def test_graphs_pickle_and_deep_copy_with_their_port_lists():
         assert m.input_ports.names() == ["in0", "in1"] and m.input_ports["in1"].source.op is h.ops["t"]
         assert h.ops["cat"].input_ports["x11"] is h.ops["cat"].input_ports[11]
         assert h.verify() == []
+
+
+def test_a_detached_op_takes_its_ports_as_add_op_does():
+    from amanda_core.ir import Op
+
+    op = Op("mm", "aten::matmul", inputs=["a", ("b", "Float(2, 2)")], outputs=2)
+    assert op.input_ports.names() == ["a", "b"] and op.input_ports["b"].dtype == "Float(2, 2)"
+    assert op.output_ports.names() == ["out0", "out1"] and op.output_ports[1].op is op
+    g = seed_torch_graph()
+    g.insert(op)
+    g.connect(g.ops["t"].output_ports[0], op.input_ports["b"])
+    assert op.input_ports.sources() == [None, g.ops["t"].output_ports[0]]
+    with pytest.raises(GraphError, match="duplicate port name 'a'"):
+        Op("x", inputs=["a", "b", "a"])

@@ -316,9 +316,6 @@ class ControlEdge(NamedTuple):
 # --------------------------------------------------------------------------- op
 
 
-_new_op = object.__new__
-
-
 class Op:
     """A computation that consumes values through input ports and produces values
     through output ports.  Create ops with :meth:`Graph.add_op`."""
@@ -340,14 +337,16 @@ class Op:
     )
 
     def __init__(self, name: str, type: str | None = None, attrs: dict[str, Any] | None = None,
-                 namespace: str | None = None) -> None:
+                 namespace: str | None = None, *, inputs: Iterable[str | tuple[str, Any]] | int = (),
+                 outputs: Iterable[str | tuple[str, Any]] | int = ()) -> None:
         self._name = name
         self.type = type
         self.attrs: dict[str, Any] = dict(attrs) if attrs else {}
         self.namespace = namespace
         """Namespace of this op when it differs from its graph's (mid-conversion)."""
-        self._inputs: PortList[InputPort] = PortList()
-        self._outputs: PortList[OutputPort] = PortList()
+        # ports as Graph.add_op takes them: names, (name, dtype) pairs or a count
+        self._inputs: PortList[InputPort] = _new_ports(self, InputPort, "in", inputs)
+        self._outputs: PortList[OutputPort] = _new_ports(self, OutputPort, "out", outputs)
         self._graph: Graph | None = None
         self._body: Graph | None = None
         # control edges, in insertion order; an empty tuple until the first one (most ops never have any)
@@ -559,17 +558,21 @@ def _names(ports: Iterable[Port]) -> str:
     return ", ".join(p.qualified_name for p in ports)
 
 
-def _add_ports(op: Op, ports: PortList[Any], cls: type, prefix: str,
-               specs: Iterable[str | tuple[str, Any]] | int) -> None:
-    """Ports of a new op (no body yet): names, ``(name, dtype)`` pairs, or a count of anonymous ports."""
-    if isinstance(specs, int):
-        for _ in range(specs):
+def _new_ports(op: Op, cls: type, prefix: str, specs: Iterable[str | tuple[str, Any]] | int) -> PortList[Any]:
+    """The port list of one side of a new op (no body yet): names, ``(name, dtype)`` pairs, or a count of
+    anonymous ports.  A short list of names is the hot path of every importer."""
+    if not specs:
+        return PortList()
+    if specs.__class__ is int:
+        ports: PortList[Any] = PortList()
+        for _ in range(specs):  # type: ignore[arg-type]
             ports._append(cls(_free_port_name(prefix, ports), None, op))
-        return
-    made = [cls(spec, None, op) if type(spec) is str else _port_from_pair(cls, spec, op) for spec in specs]
-    if len(made) > 1:
-        _check_new_ports(made, ports)
-    list.extend(ports, made)
+        return ports
+    ports = PortList([cls(s, None, op) if s.__class__ is str else _port_from_pair(cls, s, op)
+                      for s in specs])  # type: ignore[union-attr]
+    if len(ports) > 1 and (len(ports) > 2 or ports[0]._name == ports[1]._name):
+        _check_new_ports(ports, ports)
+    return ports
 
 
 def _check_new_ports(made: list[Any], ports: PortList[Any]) -> None:
@@ -758,40 +761,8 @@ class Graph:
             name = self.unique_name(default_op_name(type))
         elif name in self._ops:
             raise GraphError(f"an op named {name!r} already exists in {self._describe()}")
-        # Op.__init__, inline (keep the two in step): this is the hot path of every importer
-        op = _new_op(Op)
-        op._name = name
-        op.type = type
-        op.attrs = dict(attrs) if attrs else {}
-        op.namespace = namespace
-        op._body = None
-        op._control_in = ()
-        op._control_out = ()
-        op.provenance = None
-        op.meta = {}
-        # the common case inline: a short list of names
-        if not inputs:
-            ins: PortList[InputPort] = PortList()
-        elif inputs.__class__ is int:
-            ins = PortList()
-            _add_ports(op, ins, InputPort, "in", inputs)
-        else:
-            ins = PortList([InputPort(s, None, op) if s.__class__ is str else _port_from_pair(InputPort, s, op)
-                            for s in inputs])  # type: ignore[union-attr]
-            if len(ins) > 1 and (len(ins) > 2 or ins[0]._name == ins[1]._name):
-                _check_new_ports(ins, ins)
-        op._inputs = ins
-        if not outputs:
-            outs: PortList[OutputPort] = PortList()
-        elif outputs.__class__ is int:
-            outs = PortList()
-            _add_ports(op, outs, OutputPort, "out", outputs)
-        else:
-            outs = PortList([OutputPort(s, None, op) if s.__class__ is str else _port_from_pair(OutputPort, s, op)
-                             for s in outputs])  # type: ignore[union-attr]
-            if len(outs) > 1 and (len(outs) > 2 or outs[0]._name == outs[1]._name):
-                _check_new_ports(outs, outs)
-        op._outputs = outs
+        op = Op(name, type, attrs, namespace, inputs=inputs, outputs=outputs)
+        ins = op._inputs
         if sources:
             ports = ins
             if len(sources) > len(ports):
