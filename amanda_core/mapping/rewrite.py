@@ -596,23 +596,10 @@ def _rename_ports(op: Op, kind: str, ports: list[Any], names: list[str], dtypes:
         add(n, _as_dtype_text(dt))
 
 
-_KEEPS_ONLY: dict[int, tuple[Rule, bool]] = {}
-
-
 def keeps_only(rule: Rule) -> bool:
-    """Whether the rule's mapper keeps every matched op as it is (``$op: {}`` for each, nothing else): its
-    rewrite only moves the ops to the target namespace, as a version step does for an op whose schema changed in
-    a way that keeps its meaning."""
-    found = _KEEPS_ONLY.get(id(rule))
-    if found is not None and found[0] is rule:
-        return found[1]
-    t = rule.dst
-    answer = (t.transform is None and not t.edges and rule.src.query is None and set(t.ops) == set(rule.src.ops)
-              and all(tpl.type is None and tpl.name is None and not tpl.attrs and tpl.keep_attrs is None
-                      and tpl.inputs is None and tpl.outputs is None and not tpl.meta and tpl.body is None
-                      for tpl in t.ops.values()))
-    _KEEPS_ONLY[id(rule)] = (rule, answer)
-    return answer
+    """Whether the rule's rewrites only move the matched ops to the target namespace (:attr:`Rule.keeps_ops`);
+    those take the short path of :func:`_keep`."""
+    return rule.keeps_ops
 
 
 def _keep(graph: Graph, match: Match, rule: Rule, ctx: RewriteContext) -> Rewrite:

@@ -207,6 +207,17 @@ class Rule:
     repeat: bool = False
     line: int | None = field(default=None, eq=False)
     raw: Mapping[str, Any] = field(factory=dict, eq=False, repr=False)
+    keeps_ops: bool = field(init=False, eq=False, repr=False)
+    """The mapper keeps every matched op as it is (``$op: {}`` for each, nothing else): a rewrite only moves the
+    ops to the target namespace, as a version step does for an op whose schema changed but not its meaning."""
+
+    @keeps_ops.default
+    def _keeps_ops(self) -> bool:
+        t = self.dst
+        return (t.transform is None and not t.edges and self.src.query is None and set(t.ops) == set(self.src.ops)
+                and all(tpl.type is None and tpl.name is None and not tpl.attrs and tpl.keep_attrs is None
+                        and tpl.inputs is None and tpl.outputs is None and not tpl.meta and tpl.body is None
+                        for tpl in t.ops.values()))
 
 
 @define(eq=False)
