@@ -1,19 +1,28 @@
-"""The ``amanda-tf`` plugin: the ``tf`` type system and the ``amanda/tensorflow`` namespace.
+"""The ``amanda-tf`` plugin: what it registers with Amanda.
 
-Importing this module (which the plugin manager does through the entry point
-``amanda-tf``) never imports TensorFlow.
+Importing this module (which the plugin manager does through the entry point ``amanda-tf``) never imports
+TensorFlow; importing, exporting or running a model does.
 """
 
 from __future__ import annotations
 
-__all__ = ["amanda_namespaces", "amanda_type_systems"]
+__all__ = ["amanda_namespaces", "amanda_type_systems", "amanda_importers", "amanda_exporters", "amanda_runners",
+           "amanda_mapping_tables"]
 
-from amanda_core import hookimpl
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from amanda_core import Exporter, Importer, Runner, hookimpl
 from amanda_core.namespace.registry import NamespaceProvider
 from amanda_core.namespace.types import TypeSystem
 
 from .namespace import TensorFlowNamespaces
 from .types import TFTypeSystem
+
+FAMILY = "amanda/tensorflow"
+TABLES = Path(__file__).resolve().parent / "tables"
 
 
 @hookimpl
@@ -26,3 +35,69 @@ def amanda_type_systems() -> list[TypeSystem]:
 def amanda_namespaces() -> list[NamespaceProvider]:
     """``amanda/tensorflow``: one version, the installed TensorFlow release (none if it is not installed)."""
     return [TensorFlowNamespaces()]
+
+
+def _accepts(source: Any) -> bool:
+    """A SavedModel directory, or a live Keras model / ``tf.Module`` / ``tf.function``; never imports TF."""
+    if isinstance(source, (str, os.PathLike)):
+        return os.path.isdir(source) and os.path.exists(os.path.join(source, "saved_model.pb"))
+    if "tensorflow" not in sys.modules and "keras" not in sys.modules:
+        return False
+    from .importer import is_tf_program
+
+    return is_tf_program(source)
+
+
+def _load(source: Any, **options: Any) -> Any:
+    from .importer import load_model
+
+    return load_model(source, **options)
+
+
+def _save(graph: Any, target: Any = None, **options: Any) -> Any:
+    from .exporter import save_model
+
+    return save_model(graph, target, **options)
+
+
+@hookimpl
+def amanda_importers() -> list[Importer]:
+    """``tensorflow``: SavedModel directories, ``.keras`` files, frozen ``.pb`` GraphDefs, live Keras models and
+    ``tf.function``s."""
+    return [Importer(name="tensorflow", namespace=FAMILY, extensions=(".keras", ".pb"), load=_load,
+                     framework="tensorflow", accepts=_accepts,
+                     description="TensorFlow: SavedModel directories, .keras, frozen .pb, live Keras models")]
+
+
+@hookimpl
+def amanda_exporters() -> list[Exporter]:
+    """``tensorflow``: graphs of ``amanda/tensorflow`` to a SavedModel directory (a path ending in ``/`` or
+    ``.savedmodel``) or a frozen ``.pb`` GraphDef."""
+    return [Exporter(name="tensorflow", namespace=FAMILY, extensions=(".pb", ".savedmodel", "/"), save=_save,
+                     framework="tensorflow",
+                     description="TensorFlow: SavedModel directories (serving signature) and frozen .pb")]
+
+
+def _run(graph: Any, inputs: Any) -> Any:
+    from .runner import run
+
+    return run(graph, inputs)
+
+
+def _example_inputs(graph: Any, seed: int = 0, dims: Any = None) -> Any:
+    from .runner import example_inputs
+
+    return example_inputs(graph, seed, dims)
+
+
+@hookimpl
+def amanda_runners() -> list[Runner]:
+    """``tensorflow``: runs any ``amanda/tensorflow`` graph with TensorFlow on the CPU (for ``amanda check``)."""
+    return [Runner(name="tensorflow", namespace=FAMILY, run=_run, example_inputs=_example_inputs,
+                   framework="tensorflow", description="TensorFlow graphs on the CPU")]
+
+
+@hookimpl
+def amanda_mapping_tables() -> list[Any]:
+    """TensorFlow <-> ONNX tables (``amanda_tf/tables/*.yaml``)."""
+    return sorted(TABLES.glob("*.yaml"))

@@ -1,19 +1,25 @@
-"""The ``amanda-torch`` plugin: the ``torch`` type system and the ``amanda/pytorch`` namespaces.
+"""The ``amanda-torch`` plugin: what it registers with Amanda.
 
 Importing this module imports no torch; torch is imported (in a child
-process) only when a schema is built on a cold cache.
+process) when a schema is built on a cold cache, and in this process only when
+a model is imported, exported or run.
 """
 
 from __future__ import annotations
 
-from amanda_core import hookimpl
+import sys
+from pathlib import Path
+from typing import Any
+
+from amanda_core import Exporter, Importer, Runner, hookimpl
 from amanda_core.namespace.registry import NamespaceProvider
 from amanda_core.namespace.types import TypeSystem
 
-from .schemas import TorchNamespaces
+from .schemas import FAMILY, TorchNamespaces
 from .types import TorchTypeSystem
 
 _NAMESPACES = TorchNamespaces()
+TABLES = Path(__file__).resolve().parent / "tables"
 
 
 @hookimpl
@@ -26,3 +32,65 @@ def amanda_type_systems() -> list[TypeSystem]:
 def amanda_namespaces() -> list[NamespaceProvider]:
     """``amanda/pytorch``: the installed torch release's operators and TorchScript node kinds."""
     return [_NAMESPACES]
+
+
+def _is_torch_object(obj: Any) -> bool:
+    """A live torch program (``nn.Module``, ``ExportedProgram``, ``ScriptModule``); never imports torch."""
+    if "torch" not in sys.modules:
+        return False
+    from .importer import is_torch_program
+
+    return is_torch_program(obj)
+
+
+def _load(source: Any, **options: Any) -> Any:
+    from .importer import load_model
+
+    return load_model(source, **options)
+
+
+def _save(graph: Any, target: Any = None, **options: Any) -> Any:
+    from .exporter import save_model
+
+    return save_model(graph, target, **options)
+
+
+@hookimpl
+def amanda_importers() -> list[Importer]:
+    """``torch``: ``.pt2`` (torch.export), ``.pt`` (TorchScript), live modules and exported programs."""
+    return [Importer(name="torch", namespace=FAMILY, extensions=(".pt2", ".pt", ".pth"), load=_load,
+                     framework="torch", accepts=_is_torch_object,
+                     description="PyTorch programs through torch.export (.pt2, nn.Module) and TorchScript (.pt)")]
+
+
+@hookimpl
+def amanda_exporters() -> list[Exporter]:
+    """``torch``: graphs of ``amanda/pytorch`` to ``.pt2`` (ExportedProgram) and ``.py`` (a readable module with
+    its weights in a ``.safetensors`` file beside it)."""
+    return [Exporter(name="torch", namespace=FAMILY, extensions=(".pt2", ".py"), save=_save, framework="torch",
+                     description="PyTorch: .pt2 (torch.export) or a readable .py module with .safetensors weights")]
+
+
+def _run(graph: Any, inputs: Any) -> Any:
+    from .runner import run
+
+    return run(graph, inputs)
+
+
+def _example_inputs(graph: Any, seed: int = 0, dims: Any = None) -> Any:
+    from .runner import example_inputs
+
+    return example_inputs(graph, seed, dims)
+
+
+@hookimpl
+def amanda_runners() -> list[Runner]:
+    """``torch``: runs any ``amanda/pytorch`` graph in torch eager mode on the CPU (for ``amanda check``)."""
+    return [Runner(name="torch", namespace=FAMILY, run=_run, example_inputs=_example_inputs, framework="torch",
+                   description="PyTorch graphs in eager mode on the CPU")]
+
+
+@hookimpl
+def amanda_mapping_tables() -> list[Any]:
+    """torch <-> ONNX tables (``amanda_torch/tables/*.yaml``)."""
+    return sorted(TABLES.glob("*.yaml"))
