@@ -6,6 +6,7 @@
     Float(1, 784, strides=[784, 1], requires_grad=0, device=cpu)
     Float(*, 784)                                        first dimension unknown
     Float(SS(-3), 784)                                   a symbolic dimension
+    Float(batch, 784)  Float(2*s0, 784)                  symbolic dimensions by name (torch.export)
     Long()  Long(requires_grad=0, device=cpu)            0-dim (rank 0) tensors
     Float                                                rank unknown
     Tensor  Tensor(2, 3)                                 element type unknown
@@ -42,6 +43,7 @@ __all__ = [
 ]
 
 import builtins
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -139,7 +141,8 @@ class TensorValueType(ValueType):
         return row.torch_name if row else None
 
     def sizes(self) -> list[int | None] | None:
-        """Sizes with None for unknown (``*``) or symbolic (``SS(-3)``) dims; None if the rank is unknown."""
+        """Sizes with None for unknown (``*``) or symbolic (``SS(-3)``, ``batch``) dims; None if the rank is
+        unknown."""
         if self._sizes is None:
             return None
         return [d if isinstance(d, int) else None for d in self._sizes]
@@ -147,7 +150,8 @@ class TensorValueType(ValueType):
     varyingSizes = sizes  # noqa: N815 - TorchScript's API name
 
     def symbolic_sizes(self) -> list[int | str | None] | None:
-        """Sizes as printed: ints, None for ``*``, and ``SS(-n)`` texts for symbolic dims."""
+        """Sizes as printed: ints, None for ``*``, and the texts of symbolic dims (``SS(-3)``, a name such as
+        ``batch`` or ``s0``, or an expression of names such as ``2*s0``)."""
         return None if self._sizes is None else list(self._sizes)
 
     @property
@@ -438,6 +442,10 @@ class _Parser:
             out.append(self.text[start:self.pos])
             return
         ch = self.peek()
+        symbol = self.symbol()
+        if symbol is not None:
+            out.append(symbol)
+            return
         if ch.isdigit() or ch == "-":
             out.append(self.integer())
             return
@@ -471,6 +479,28 @@ class _Parser:
         else:
             raise self.error(f"unknown tensor property {key!r}")
 
+    def symbol(self) -> str | None:
+        """A symbolic size written by its name or expression (``batch``, ``s0``, ``2*s0 + 1``), else None (and
+        nothing consumed): the text up to the next ``,`` or ``)`` outside parentheses, when it is neither an
+        integer nor a ``key=value`` property."""
+        depth, end = 0, self.pos
+        while end < len(self.text):
+            c = self.text[end]
+            if c == "(":
+                depth += 1
+            elif c == ")":
+                if depth == 0:
+                    break
+                depth -= 1
+            elif c == "," and depth == 0:
+                break
+            end += 1
+        token = self.text[self.pos:end].strip()
+        if not token or "=" in token or _INTEGER.fullmatch(token) or not _SYMBOL_START.match(token):
+            return None
+        self.pos = end
+        return token
+
     def integer(self) -> int:
         self.ws()
         start = self.pos
@@ -483,6 +513,10 @@ class _Parser:
         except ValueError:
             self.pos = start
             raise self.error("expected an integer") from None
+
+
+_INTEGER = re.compile(r"-?\d+")
+_SYMBOL_START = re.compile(r"[A-Za-z_(0-9-]")
 
 
 @lru_cache(maxsize=4096)
