@@ -1,0 +1,151 @@
+"""Writing ``amanda/pytorch`` graphs: a ``GraphModule``, a ``.pt2`` file (``torch.export``) or a readable ``.py``
+module with its weights in a ``.safetensors`` file beside it.
+
+Every output is made whole in memory (module built, program exported, source and weights serialised) before
+anything is written, and written atomically: on failure no file is left, and a ``.py`` and its weights appear
+together or not at all.
+"""
+
+from __future__ import annotations
+
+__all__ = ["save_model", "to_module", "export_program", "dynamic_shapes"]
+
+import io
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from amanda_core import Graph
+from amanda_core.errors import AmandaError
+from amanda_core.serialization.files import atomic_write, atomic_write_many
+
+from .module import build_module, to_module
+from .program import Program, lower
+from .valuetypes import TensorValueType
+
+_FIRST_HINT = 2
+
+
+def _symbols(program: Program) -> dict[str, int]:
+    """Each symbolic dimension name of the inputs, in order of appearance, with its position."""
+    found: dict[str, int] = {}
+    for _, _, dtype in program.inputs:
+        if isinstance(dtype, TensorValueType):
+            for d in dtype.symbolic_sizes() or ():
+                if isinstance(d, str) and d not in found:
+                    found[d] = len(found)
+    return found
+
+
+def dynamic_shapes(program: Program, dims: Mapping[str, int] | None = None) -> tuple[tuple[Any, ...], list[Any]]:
+    """Example arguments for ``torch.export`` and its ``dynamic_shapes``: a ``torch.export.Dim`` per symbolic
+    dimension name (one object per name, so dimensions named alike stay equal), ``Dim.AUTO`` for unknown
+    (``*``) dimensions.  A symbolic dimension's example size is ``dims[name]``, else 2, 3, 4 ... in order of
+    appearance (distinct, and never 0 or 1, which torch.export would specialise)."""
+    import numpy as np
+    import torch
+
+    from .runner import _numpy_dtype, _random
+    from .tensors import to_torch
+
+    dims = dict(dims or {})
+    symbols = _symbols(program)
+    objects = {name: torch.export.Dim(_dim_name(name, i)) for name, i in symbols.items()}
+    rng = np.random.default_rng(0)
+    args: list[Any] = []
+    specs: list[Any] = []
+    for name, _, dtype in program.inputs:
+        if not isinstance(dtype, TensorValueType) or dtype.symbolic_sizes() is None:
+            raise AmandaError(f"graph input {name!r} is {dtype or 'untyped'}: torch.export needs a tensor type "
+                              "of known rank for each input")
+        shape: list[int] = []
+        spec: dict[int, Any] = {}
+        for axis, d in enumerate(dtype.symbolic_sizes() or ()):
+            if isinstance(d, int):
+                shape.append(d)
+            elif d is None:
+                shape.append(_FIRST_HINT)
+                spec[axis] = torch.export.Dim.AUTO
+            else:
+                shape.append(int(dims.get(d, _FIRST_HINT + symbols[d])))
+                spec[axis] = objects[d]
+        args.append(to_torch(_random(rng, _numpy_dtype(dtype.scalarType(), name), shape)))
+        specs.append(spec or None)
+    return tuple(args), specs
+
+
+def _dim_name(name: str, i: int) -> str:
+    ident = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    return ident if ident and not ident[0].isdigit() else f"d{i}_{ident}"
+
+
+def export_program(graph: Graph, *, dims: Mapping[str, int] | None = None, strict: bool = False) -> Any:
+    """``torch.export.export`` of the graph's module, with dynamic dimensions for the symbolic ones."""
+    import torch
+
+    program = lower(graph)
+    module = build_module(program)
+    args, specs = dynamic_shapes(program, dims)
+    try:
+        return torch.export.export(module, args, dynamic_shapes=tuple(specs), strict=strict)
+    except Exception as e:  # torch.export raises many kinds; its first line says what failed
+        text = str(e).strip()
+        first = text.splitlines()[0] if text else type(e).__name__
+        raise AmandaError(f"torch.export cannot export the graph: {first}") from None
+
+
+def _save_pt2(graph: Graph, path: str, dims: Mapping[str, int] | None) -> Any:
+    import torch
+
+    program = export_program(graph, dims=dims)
+    buffer = io.BytesIO()
+    torch.export.save(program, buffer)
+    with atomic_write(path, "wb") as f:
+        f.write(buffer.getvalue())
+    return program
+
+
+def _save_py(graph: Graph, path: str, weights: str | None, class_name: str | None) -> str:
+    from safetensors.torch import save
+
+    from .codegen import module_source, weights_of
+
+    stem = Path(path).stem
+    weights_file = weights or f"{stem}.safetensors"
+    if os.path.basename(weights_file) != weights_file or weights_file in ("", ".", ".."):
+        raise AmandaError(f"the weights file must be a file name beside {path}, got {weights_file!r}")
+    program = lower(graph)
+    name = class_name or str(graph.attrs.get("name") or "Model")
+    source = module_source(program, weights_file, name, title=os.path.basename(path))
+    compile(source, path, "exec")  # a generated module that does not parse is a bug here, not a file to leave
+    blob = save(weights_of(program), metadata={"format": "pt", "namespace": program.namespace})
+    target = os.path.join(os.path.dirname(os.path.abspath(path)), weights_file)
+    with atomic_write_many([path, target], "wb") as (py, st):
+        py.write(source.encode("utf-8"))
+        st.write(blob)
+    return source
+
+
+def save_model(graph: Graph, target: str | os.PathLike[str] | None = None, *,
+               dims: Mapping[str, int] | None = None, weights: str | None = None,
+               class_name: str | None = None, copy: bool = False) -> Any:
+    """Write ``graph`` (in ``amanda/pytorch/<version>``) to ``target``.
+
+    * ``.pt2``: ``torch.export.save`` of the ``ExportedProgram`` of the graph's module, with a
+      ``torch.export.Dim`` for each symbolic input dimension (``Float(batch, 3, 224, 224)``); ``dims`` gives
+      the example sizes used while exporting (default 2, 3 ... per name).  Returns the program.
+    * ``.py``: a module file with one ``torch.nn.Module`` class (``class_name``, default the graph's ``name``
+      attribute or ``Model``) and its weights in ``weights`` (a file name beside it, default
+      ``<stem>.safetensors``), which the class loads by a path relative to the module file.  Returns the source.
+
+    Without ``target``: the ``torch.fx.GraphModule`` (:func:`amanda_torch.module.to_module`; ``copy`` as there).
+    """
+    if target is None:
+        return to_module(graph, copy=copy)
+    path = os.fspath(target)
+    lowered = path.lower()
+    if lowered.endswith(".pt2"):
+        return _save_pt2(graph, path, dims)
+    if lowered.endswith(".py"):
+        return _save_py(graph, path, weights, class_name)
+    raise AmandaError(f"the torch exporter writes .pt2 and .py files, not {os.path.basename(path)}")

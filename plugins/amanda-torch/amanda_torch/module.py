@@ -1,0 +1,95 @@
+"""A graph in ``amanda/pytorch`` as a runnable ``torch.fx.GraphModule``.
+
+Each op becomes a ``call_function`` node of its ATen overload; parameters and buffers are registered under
+their FQNs (submodules made on the way: ``layer1.0.conv1.weight`` is the parameter ``weight`` of the module
+``layer1.0.conv1``), so ``state_dict()`` has the original's keys and the module can be fine-tuned, compiled
+and exported again.  The weights share memory with the graph's arrays (see :func:`amanda_torch.tensors.to_torch`)
+unless ``copy=True``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["to_module", "build_module", "install_tensor"]
+
+from typing import Any
+
+from amanda_core import Graph
+from amanda_core.errors import AmandaError
+
+from .program import Attr, Program, Ref, lower
+from .tensors import to_torch
+
+
+def install_tensor(root: Any, attr: Attr, tensor: Any) -> None:
+    """Register ``tensor`` on ``root`` under ``attr.target`` as ``attr.kind`` says, making submodules on the way."""
+    import torch
+
+    *path, leaf = attr.target.split(".")
+    module = root
+    for i, seg in enumerate(path):
+        sub = module._modules.get(seg)
+        if sub is None:
+            if hasattr(module, seg):
+                raise AmandaError(f"op {attr.op!r}: cannot hold {attr.target!r}: "
+                                  f"{'.'.join(path[:i + 1])} is already a tensor")
+            sub = torch.nn.Module()
+            module.add_module(seg, sub)
+        module = sub
+    if leaf in module._modules:
+        raise AmandaError(f"op {attr.op!r}: cannot hold {attr.target!r}: it is already a submodule")
+    if attr.kind == "parameter":
+        grad = attr.requires_grad and (tensor.is_floating_point() or tensor.is_complex())
+        module.register_parameter(leaf, torch.nn.Parameter(tensor, requires_grad=grad))
+    elif attr.kind == "buffer":
+        module.register_buffer(leaf, tensor, persistent=attr.persistent)
+    else:
+        setattr(module, leaf, tensor)
+
+
+def build_module(program: Program, *, copy: bool = False) -> Any:
+    """The ``GraphModule`` that runs ``program``."""
+    import torch
+    import torch.fx
+
+    gm = torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph(), class_name="AmandaModule")
+    for attr in program.attrs:
+        install_tensor(gm, attr, to_torch(attr.value, copy=copy))
+    g = torch.fx.Graph()
+    env: dict[str, Any] = {}
+    attrs = {a.ref.name: a for a in program.attrs}
+
+    def resolve(value: Any) -> Any:
+        if isinstance(value, Ref):
+            node = env.get(value.name)
+            if node is None:
+                attr = attrs[value.name]
+                node = env[value.name] = g.create_node("get_attr", attr.target, name=value.name)
+            return node
+        if isinstance(value, list):
+            return [resolve(v) for v in value]
+        if isinstance(value, tuple):
+            return tuple(resolve(v) for v in value)
+        return value
+
+    for _, ref, _ in program.inputs:
+        env[ref.name] = g.create_node("placeholder", ref.name, name=ref.name)
+    for call in program.calls:
+        args = tuple(resolve(a) for a in call.args)
+        kwargs = {k: resolve(v) for k, v in call.kwargs.items()}
+        env[call.ref.name] = g.create_node("call_function", call.fn, args, kwargs, name=call.ref.name)
+    outs = [resolve(v) for _, v, _ in program.outputs]
+    g.output(outs[0] if len(outs) == 1 else tuple(outs))
+    gm.graph = g
+    gm.meta["amanda_inputs"] = [name for name, _, _ in program.inputs]
+    gm.meta["amanda_outputs"] = [name for name, _, _ in program.outputs]
+    return gm
+
+
+def to_module(graph: Graph, *, copy: bool = False) -> Any:
+    """A runnable ``torch.fx.GraphModule`` computing ``graph`` (a graph in ``amanda/pytorch/<version>``).
+
+    ``forward`` takes the graph inputs in order and returns its one output, or a tuple of its outputs in order.
+    Weights share memory with the graph's arrays unless ``copy`` is true (read-only arrays are always copied).
+    """
+    return build_module(lower(graph), copy=copy)
+

@@ -1,0 +1,466 @@
+"""A graph in ``amanda/pytorch`` as a straight list of calls: what the exporter turns into an FX graph
+(:mod:`amanda_torch.module`) or into Python source (:mod:`amanda_torch.codegen`).
+
+Lowering resolves everything both outputs need, once: each op's ATen overload and its arguments in schema
+order (a port fed by a literal ``prim::Constant`` becomes the literal, converted to the torch object its schema
+type asks for; ``prim::ListConstruct`` becomes a Python list; ``prim::ListUnpack`` and the output ports of an op
+with several returns become ``operator.getitem``), the tensors the module holds (parameters and buffers under
+their FQNs, other tensor constants), the Python names of values, and the graph's inputs and outputs.  Every
+problem is found here, before anything is built or written: an op type that is no torch operator, a port its
+overload has no argument for, a required argument not given, a graph outside ``amanda/pytorch``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Ref", "Attr", "Call", "Program", "lower", "resolve_overload", "convert_literal", "is_tensor_type"]
+
+import builtins
+import keyword
+import operator
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from amanda_core import Graph
+from amanda_core.errors import AmandaError
+from amanda_core.ir.graph import Op, OutputPort
+from amanda_core.ir.tensor import is_tensor
+
+from .scalar_types import LAYOUTS, MEMORY_FORMATS, QSCHEMES, lookup_enum, lookup_scalar_type
+from .schema_text import ParsedSchema, parse_function_schema
+from .valuetypes import TensorValueType, ValueType, parse_value_type
+
+FAMILY_PREFIX = "amanda/pytorch/"
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A value computed by an earlier step, or a graph input; ``name`` is its Python identifier."""
+
+    name: str
+
+
+@dataclass
+class Attr:
+    """A tensor the module holds: a parameter, a buffer (persistent or not) or a constant."""
+
+    target: str
+    value: Any
+    kind: str
+    ref: Ref
+    persistent: bool = True
+    requires_grad: bool = True
+    op: str = ""
+
+
+@dataclass
+class Call:
+    """``ref = fn(*args, **kwargs)``; ``qualname`` names ``fn`` (``aten::conv2d.default``, ``getitem``)."""
+
+    fn: Any
+    qualname: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    ref: Ref
+    op: str = ""
+
+
+@dataclass
+class Program:
+    """A graph lowered to calls.  ``inputs``: (graph port name, value, dtype); ``outputs``: (port name, value),
+    where a value is a :class:`Ref`, a literal or a list of them."""
+
+    namespace: str
+    inputs: list[tuple[str, Ref, ValueType | None]] = field(default_factory=list)
+    attrs: list[Attr] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)
+    outputs: list[tuple[str, Any, ValueType | None]] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- names
+
+_RESERVED = set(keyword.kwlist) | set(keyword.softkwlist) | set(dir(builtins)) | {
+    "self", "torch", "F", "operator", "math", "Path", "load_file", "args", "kwargs"}
+_NOT_IDENT = re.compile(r"[^0-9A-Za-z_]+")
+
+
+class _Names:
+    """Unique Python identifiers made from op, port and FQN names."""
+
+    def __init__(self) -> None:
+        self.taken: set[str] = set(_RESERVED)
+
+    def make(self, text: str) -> str:
+        base = _NOT_IDENT.sub("_", text).strip("_") or "v"
+        if base[0].isdigit():
+            base = "v" + base
+        name, n = base, 0
+        while name in self.taken:
+            n += 1
+            name = f"{base}_{n}"
+        self.taken.add(name)
+        return name
+
+
+# --------------------------------------------------------------------------- overloads
+
+
+@dataclass(frozen=True)
+class _Overload:
+    fn: Any
+    qualname: str
+    schema: ParsedSchema
+    in_ports: dict[str, int]
+    out_ports: dict[str, int]
+
+
+def _port_names(args: Any, prefix: str) -> dict[str, int]:
+    """Port name -> position, named as the namespace names them (``amanda_torch.schemas``)."""
+    out: dict[str, int] = {}
+    for i, a in enumerate(args):
+        name = a.name or f"{prefix}{i}"
+        if name in out:
+            name = f"{prefix}{i}"
+        out[name] = i
+    return out
+
+
+def _overload(fn: Any) -> _Overload:
+    schema = parse_function_schema(str(fn._schema))
+    return _Overload(fn, schema.qualified_name if schema.overload else f"{schema.name}.default", schema,
+                     _port_names(schema.args, "in"), _port_names(schema.returns, "out"))
+
+
+def resolve_overload(op_type: str) -> list[Any]:
+    """The torch callables an op type names: one ``OpOverload`` for ``aten::conv2d.default``, every overload of
+    a bare name (``aten::add``); empty when torch has no such operator."""
+    import torch
+
+    if "::" not in op_type:
+        return []
+    ns, rest = op_type.split("::", 1)
+    try:
+        namespace = getattr(torch.ops, ns)
+    except Exception:  # torch raises several kinds for unknown namespaces
+        return []
+    name, _, overload = rest.partition(".")
+    try:
+        packet = getattr(namespace, name)
+    except Exception:
+        return []
+    if not hasattr(packet, "overloads"):
+        return []
+    if overload:
+        try:
+            return [getattr(packet, overload)]
+        except Exception:
+            return []
+    found = []
+    for o in packet.overloads():
+        try:
+            found.append(getattr(packet, o))
+        except Exception:  # pragma: no cover - an overload listed but not loadable
+            continue
+    return found
+
+
+# --------------------------------------------------------------------------- literals
+
+
+def _base_type(type_text: str) -> str:
+    t = type_text.strip()
+    while t.endswith("?"):
+        t = t[:-1]
+    t = re.sub(r"\[\d*\]$", "", t)
+    return t.rstrip("?")
+
+
+def convert_literal(value: Any, type_text: str, where: str) -> Any:
+    """The Python/torch value a literal stands for in an argument of schema type ``type_text``."""
+    import torch
+
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return [convert_literal(v, type_text, where) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    base = _base_type(type_text)
+    if base == "ScalarType":
+        info = lookup_scalar_type(value)
+        if info is None:
+            raise AmandaError(f"op {where}: {value!r} is not a torch element type")
+        return getattr(torch, info.torch_name)
+    tables = {"Layout": LAYOUTS, "MemoryFormat": MEMORY_FORMATS, "QScheme": QSCHEMES}
+    if base in tables:
+        row = lookup_enum(tables[base], value)
+        if row is None:
+            raise AmandaError(f"op {where}: {value!r} is not a torch {base}")
+        return getattr(torch, row.torch_name)
+    if base == "Device" and isinstance(value, str):
+        return torch.device(value)
+    return value
+
+
+# --------------------------------------------------------------------------- lowering
+
+
+_LIST_PORT = re.compile(r"^(.*)_(\d+)$")
+
+
+def _indexed(ports: Any, prefix: str) -> list[Any]:
+    """Ports named ``prefix_0``, ``prefix_1`` ... in index order."""
+    found = []
+    for p in ports:
+        m = _LIST_PORT.match(p.name)
+        if m and m.group(1) == prefix:
+            found.append((int(m.group(2)), p))
+    return [p for _, p in sorted(found, key=lambda x: x[0])]
+
+
+def _dtype(port: Any) -> ValueType | None:
+    if port.dtype is None:
+        return None
+    try:
+        return parse_value_type(str(port.dtype))
+    except AmandaError:
+        return None
+
+
+class _Lowering:
+    def __init__(self, graph: Graph) -> None:
+        ns = graph.namespace or ""
+        if not ns.startswith(FAMILY_PREFIX):
+            raise AmandaError(f"the torch exporter writes graphs in amanda/pytorch, not in {ns or 'no namespace'}")
+        self.graph = graph
+        self.program = Program(ns)
+        self.names = _Names()
+        self.values: dict[OutputPort, Any] = {}
+        self.targets: set[str] = set()
+
+    def run(self) -> Program:
+        g = self.graph
+        for port in g.input_ports:
+            ref = Ref(self.names.make(port.name))
+            self.program.inputs.append((port.name, ref, _dtype(port)))
+            self.values[port] = ref
+        for op in g.topological_order():
+            self.lower_op(op)
+        for port in g.output_ports:
+            if port.source is None:
+                raise AmandaError(f"graph output {port.name!r} is not fed by any op")
+            self.program.outputs.append((port.name, self.value(port.source, f"graph output {port.name!r}"),
+                                         _dtype(port)))
+        return self.program
+
+    def value(self, src: OutputPort, where: str) -> Any:
+        if src not in self.values:
+            raise AmandaError(f"{where}: the value {src.qualified_name} is not computed by any op")
+        return self.values[src]
+
+    # -- ops
+    def lower_op(self, op: Op) -> None:
+        t = op.type or ""
+        if t == "prim::Constant":
+            self.constant(op)
+        elif t == "prim::ListConstruct" or t == "prim::TupleConstruct":
+            items = [self.input_value(op, p) for p in _indexed(op.input_ports, "elements")]
+            if len(items) != len(op.input_ports):
+                raise AmandaError(f"op {op.path!r} ({t}): its inputs are not elements_0 ... elements_<n-1>")
+            for q in op.output_ports:
+                self.values[q] = items if t == "prim::ListConstruct" else tuple(items)
+        elif t in ("prim::ListUnpack", "prim::TupleUnpack"):
+            self.unpack(op)
+        elif t.startswith("prim::") and t in _UNSUPPORTED_PRIM:
+            raise AmandaError(f"op {op.path!r}: {t} cannot be exported to a torch module")
+        else:
+            self.call(op)
+
+    def input_value(self, op: Op, port: Any) -> Any:
+        if port.source is None:
+            raise AmandaError(f"op {op.path!r} ({op.type}): input {port.name!r} is not fed")
+        return self.value(port.source, f"op {op.path!r}")
+
+    def constant(self, op: Op) -> None:
+        if "value" not in op.attrs:
+            raise AmandaError(f"op {op.path!r} (prim::Constant) has no value")
+        value = op.attrs["value"]
+        out = op.output_ports
+        if is_tensor(value) or _is_torch_tensor(value):
+            role = op.meta.get("role") or "constant"
+            if role not in ("parameter", "buffer", "constant"):
+                raise AmandaError(f"op {op.path!r}: meta.role {role!r} is not parameter, buffer or constant")
+            target = op.meta.get("target") or op.name
+            if not isinstance(target, str) or not target or any(not s for s in target.split(".")):
+                raise AmandaError(f"op {op.path!r}: meta.target {target!r} is not a dotted attribute name")
+            if role == "constant":
+                target = self.names.make("_const_" + target.replace(".", "_"))
+            if target in self.targets:
+                raise AmandaError(f"op {op.path!r}: a second tensor is held as {target!r}")
+            self.targets.add(target)
+            ref = Ref(self.names.make(target))
+            attr = Attr(target, value, role, ref, persistent=bool(op.meta.get("persistent", True)),
+                        requires_grad=bool(op.meta.get("requires_grad", role == "parameter")), op=op.path)
+            self.program.attrs.append(attr)
+            for q in out:
+                self.values[q] = ref
+        else:
+            if isinstance(value, np.generic):
+                value = value.item()
+            for q in out:
+                self.values[q] = _Literal(value)
+
+    def unpack(self, op: Op) -> None:
+        ports = list(op.input_ports)
+        if len(ports) != 1:
+            raise AmandaError(f"op {op.path!r} ({op.type}) must have one input")
+        src = self.input_value(op, ports[0])
+        outs = _indexed(op.output_ports, "elements")
+        if len(outs) != len(op.output_ports):
+            raise AmandaError(f"op {op.path!r} ({op.type}): its outputs are not elements_0 ... elements_<n-1>")
+        for i, q in enumerate(outs):
+            if isinstance(src, (list, tuple)):
+                if i >= len(src):
+                    raise AmandaError(f"op {op.path!r}: unpacks {len(outs)} values from a list of {len(src)}")
+                self.values[q] = src[i]
+            elif q.has_consumers():
+                ref = Ref(self.names.make(f"{op.name}_{i}"))
+                self.program.calls.append(Call(operator.getitem, "getitem", (src, i), {}, ref, op.path))
+                self.values[q] = ref
+
+    def call(self, op: Op) -> None:
+        t = op.type or ""
+        fns = resolve_overload(t)
+        if not fns:
+            raise AmandaError(f"op {op.path!r}: {t or 'an op without type'} is not an operator of the installed "
+                              f"torch ({self.program.namespace})")
+        overloads = [_overload(f) for f in fns]
+        problems: list[str] = []
+        for ov in overloads:
+            problem = self.fits(op, ov)
+            if problem is None:
+                self.emit(op, ov)
+                return
+            problems.append(problem)
+        if len(overloads) == 1:
+            raise AmandaError(f"op {op.path!r} ({t}): {problems[0]}")
+        raise AmandaError(f"op {op.path!r} ({t}): its ports fit none of the {len(overloads)} overloads")
+
+    def fits(self, op: Op, ov: _Overload) -> str | None:
+        for p in op.input_ports:
+            if p.name not in ov.in_ports:
+                return f"{ov.qualname} has no argument {p.name!r} (arguments: {', '.join(ov.in_ports) or 'none'})"
+        given = {p.name for p in op.input_ports if p.source is not None}
+        for name, i in ov.in_ports.items():
+            arg = ov.schema.args[i]
+            if name not in given and arg.default is None and not arg.type.endswith("?"):
+                return f"argument {name!r} of {ov.qualname} is not given"
+        for q in op.output_ports:
+            if q.name not in ov.out_ports:
+                return (f"{ov.qualname} has no return {q.name!r} "
+                        f"(returns: {', '.join(ov.out_ports) or 'none'})")
+        return None
+
+    def emit(self, op: Op, ov: _Overload) -> None:
+        given: dict[int, Any] = {}
+        for p in op.input_ports:
+            if p.source is None:
+                continue
+            i = ov.in_ports[p.name]
+            v = self.value(p.source, f"op {op.path!r}")
+            v = _resolve_literals(v, ov.schema.args[i].type, op.path)
+            if v is None and ov.schema.args[i].default == "None":
+                continue  # an explicit None where the schema's default is None anyway
+            given[i] = v
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        gap = False
+        names = list(ov.in_ports)
+        for i, arg in enumerate(ov.schema.args):
+            if arg.kwarg_only:
+                gap = True
+            if i not in given:
+                if arg.default is None:  # an optional argument without default: torch wants it passed
+                    if gap:
+                        kwargs[arg.name or names[i]] = None
+                    else:
+                        args.append(None)
+                    continue
+                gap = True
+                continue
+            if gap and arg.name and names[i] == arg.name:
+                kwargs[arg.name] = given[i]
+            elif gap:
+                raise AmandaError(f"op {op.path!r} ({ov.qualname}): argument {names[i]!r} can only be passed by "
+                                  "position, but an argument before it is not given")
+            else:
+                args.append(given[i])
+        ref = Ref(self.names.make(op.name))
+        self.program.calls.append(Call(ov.fn, ov.qualname, tuple(args), kwargs, ref, op.path))
+        returns = ov.schema.returns
+        if len(returns) == 1 and not ov.schema.varret:
+            for q in op.output_ports:
+                self.values[q] = ref
+            return
+        for q in op.output_ports:
+            if not q.has_consumers():
+                continue
+            item = Ref(self.names.make(f"{op.name}_{q.name}"))
+            self.program.calls.append(Call(operator.getitem, "getitem", (ref, ov.out_ports[q.name]), {}, item,
+                                           op.path))
+            self.values[q] = item
+
+
+_UNSUPPORTED_PRIM = {"prim::GetAttr", "prim::SetAttr", "prim::CallMethod", "prim::CallFunction",
+                     "prim::CreateObject", "prim::fork", "prim::awaitable", "prim::Param", "prim::Return",
+                     "prim::DictConstruct", "prim::Enter", "prim::Exit", "prim::isinstance"}
+
+
+@dataclass(frozen=True)
+class _Literal:
+    """A literal constant's value before its consumer's schema type converts it."""
+
+    value: Any
+
+
+def _resolve_literals(value: Any, type_text: str, where: str) -> Any:
+    if isinstance(value, _Literal):
+        return convert_literal(value.value, type_text, where)
+    if isinstance(value, list):
+        return [_resolve_literals(v, type_text, where) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_resolve_literals(v, type_text, where) for v in value)
+    return value
+
+
+def plain(value: Any) -> Any:
+    """A value with literals that no schema type converted (graph outputs, list elements) made plain."""
+    if isinstance(value, _Literal):
+        return value.value
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(plain(v) for v in value)
+    return value
+
+
+def _is_torch_tensor(value: Any) -> bool:
+    return type(value).__module__.startswith("torch") and type(value).__name__ in ("Tensor", "Parameter")
+
+
+def lower(graph: Graph) -> Program:
+    """The calls ``graph`` makes, resolved against the installed torch; an :class:`AmandaError` naming the op
+    for anything torch cannot run."""
+    program = _Lowering(graph).run()
+    program.outputs = [(n, plain(v), t) for n, v, t in program.outputs]
+    for c in program.calls:
+        c.args = tuple(plain(a) for a in c.args)
+        c.kwargs = {k: plain(v) for k, v in c.kwargs.items()}
+    return program
+
+
+def is_tensor_type(t: ValueType | None) -> bool:
+    return isinstance(t, TensorValueType)
+
