@@ -10,7 +10,8 @@ Attribute types are TensorFlow's OpDef attribute types, qualified ``tf.``:
 ``tf.type``         a dtype name (``float32``); never a ``_ref`` type
 ``tf.shape``        list of ints >= -1 (-1: unknown dimension), or None (unknown rank)
 ``tf.tensor``       numpy array or :class:`amanda_core.ir.Tensor` of a TF element type
-``tf.func``         a function name, or ``{"name": str, "attr": {str: value}}``
+``tf.func``         a function name, ``{"name": str, "attr": {str: value}}``, or the function's body as a
+                    :class:`amanda_core.ir.Graph` (what the importer makes)
 ``tf.list(X)``      list (or tuple) of values of ``X``, for each ``X`` above
 ==================  ============================================================
 
@@ -47,7 +48,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from amanda_core.ir.graph import OutputPort
+from amanda_core.ir.graph import Graph, OutputPort
 from amanda_core.ir.tensor import Tensor, resolve_dtype
 from amanda_core.namespace.schema import NO_DEFAULT, AttrSchema, OpSchema, PortSchema
 from amanda_core.namespace.types import TypeExprError, TypeSystem
@@ -147,6 +148,8 @@ def _check_tensor(v: Any) -> str | None:
 
 
 def _check_func(v: Any) -> str | None:
+    if isinstance(v, Graph):  # a function body read from the function library (amanda_tf.importer)
+        return None
     if isinstance(v, str):
         return None if v else "expected a function name, got an empty string"
     if isinstance(v, dict):

@@ -1,0 +1,425 @@
+"""TensorFlow and Keras models as Amanda graphs in ``amanda/tensorflow/<installed version>``.
+
+Sources: live Keras models, ``.keras`` files, ``tf.function``s (a concrete function, or a function with an input
+signature from ``inputs=``), ``tf.Module``s with a ``__call__`` tf.function, SavedModel directories (one
+signature, ``serving_default`` unless ``signature=`` says otherwise) and frozen GraphDef ``.pb`` files
+(``inputs=``/``outputs=`` name the placeholders and the fetched tensors).  Everything but a frozen GraphDef goes
+through a concrete function frozen by TensorFlow's ``convert_variables_to_constants_v2`` (variables become
+``Const`` ops; functional control flow is not lowered).  See ``docs/tensorflow.md`` for the representation.
+"""
+
+from __future__ import annotations
+
+__all__ = ["load_model", "is_tf_program", "from_concrete_function", "from_graph_def"]
+
+import os
+import sys
+from typing import Any, Sequence
+
+from amanda_core.errors import AmandaError, FormatError
+from amanda_core.ir.graph import Graph
+
+from .dtypes import DTypeError, parse_dtype
+
+FAMILY = "amanda/tensorflow"
+
+
+def _tf() -> Any:
+    from .framework import import_tensorflow
+
+    return import_tensorflow()
+
+
+def _namespace() -> str:
+    tf = _tf()
+    from .framework import normalize_version
+
+    return f"{FAMILY}/{normalize_version(tf.__version__)}"
+
+
+def is_tf_program(obj: Any) -> bool:
+    """A Keras model or layer, a ``tf.Module``, a ``tf.function`` or a concrete function (imports nothing)."""
+    keras = sys.modules.get("keras")
+    if keras is not None and isinstance(obj, getattr(keras, "Layer", ())):
+        return True
+    if "tensorflow" not in sys.modules:
+        return False
+    tf = sys.modules["tensorflow"]
+    from tensorflow.python.eager.polymorphic_function.concrete_function import ConcreteFunction
+
+    return isinstance(obj, (tf.Module, ConcreteFunction)) or _is_tf_function(obj)
+
+
+def _is_tf_function(obj: Any) -> bool:
+    from tensorflow.python.types.core import PolymorphicFunction
+
+    return isinstance(obj, PolymorphicFunction)
+
+
+# --------------------------------------------------------------------------- input specs
+
+def _spec_parts(spec: Any) -> tuple[str, str | None, tuple[int | None, ...] | None]:
+    """``(name, dtype, shape)`` of an ``InputSpec``, a ``(name, dtype, shape)`` tuple or ``"x:float32[1,3]"``
+    (symbolic dims are None; dtype names as TensorFlow prints them)."""
+    if isinstance(spec, str):
+        from amanda_core.plugin.types import parse_input_spec
+
+        spec = parse_input_spec(spec)
+    if isinstance(spec, (tuple, list)):
+        name, dtype, shape = (list(spec) + [None, None])[:3]
+    else:
+        name, dtype, shape = spec.name, getattr(spec, "dtype", None), getattr(spec, "shape", None)
+    if shape is not None:
+        shape = tuple(d if isinstance(d, int) and d >= 0 else None for d in shape)
+    if dtype is not None:
+        from .dtypes import dtype_from_numpy
+
+        try:
+            dtype = parse_dtype(str(dtype)).name
+        except DTypeError:
+            try:
+                from amanda_core.ir.tensor import resolve_dtype
+
+                dtype = dtype_from_numpy(resolve_dtype(str(dtype)))
+            except (DTypeError, TypeError, ValueError):
+                raise AmandaError(f"--input {name}: unknown element type {dtype!r}") from None
+    return str(name), dtype, shape
+
+
+def _fit(name: str, dtype: str | None, shape: tuple[int | None, ...] | None, want_dtype: str,
+         want_shape: tuple[int | None, ...] | None) -> None:
+    """Raise when an ``--input`` does not fit what the model says about that input."""
+    if dtype is not None and dtype != want_dtype:
+        raise AmandaError(f"--input {name}: the model's input {name!r} is {want_dtype}, not {dtype}")
+    if shape is not None and want_shape is not None:
+        fits = len(shape) == len(want_shape) and all(
+            a is None or b is None or a == b for a, b in zip(shape, want_shape))
+        if not fits:
+            text = ",".join("?" if d is None else str(d) for d in want_shape)
+            raise AmandaError(f"--input {name}: shape [{','.join('?' if d is None else str(d) for d in shape)}] "
+                              f"does not fit the model's input {name!r} of shape [{text}]")
+
+
+def _merged_shape(given: tuple[int | None, ...] | None, model: tuple[int | None, ...] | None
+                  ) -> tuple[int | None, ...] | None:
+    if given is None:
+        return model
+    if model is None:
+        return given
+    return tuple(a if a is not None else b for a, b in zip(given, model))
+
+
+# --------------------------------------------------------------------------- concrete functions
+
+def _output_names(structured: Any, flat_count: int, single: str | None = None) -> list[str]:
+    _tf()
+    from tensorflow.python.util import nest
+
+    paths = nest.flatten_with_joined_string_paths(structured, expand_composites=True)
+    if len(paths) != flat_count:
+        return [f"output_{i}" for i in range(flat_count)]
+    if len(paths) == 1 and paths[0][0] == "":
+        return [single or "output_0"]
+    names = []
+    for i, (path, _) in enumerate(paths):
+        if isinstance(structured, (list, tuple)) and path.isdigit():
+            names.append(f"output_{path}")
+        else:
+            names.append(path.replace("/", "_") if path else f"output_{i}")
+    return names
+
+
+def _input_names(cf: Any, frozen: Any) -> list[str]:
+    _tf()
+    from tensorflow.python.util import nest
+
+    paths = nest.flatten_with_tuple_paths(cf.structured_input_signature)
+    placeholders = [t.op.name for t in frozen.inputs]
+    names: list[str] = []
+    for i, ph in enumerate(placeholders):
+        name = ph
+        if i < len(paths):
+            path, spec = paths[i]
+            if len(path) >= 2 and path[0] == 1 and isinstance(path[1], str):
+                name = path[1]  # keyword argument (SavedModel signatures)
+            elif getattr(spec, "name", None):
+                name = spec.name
+        names.append(name)
+    return names
+
+
+def from_concrete_function(cf: Any, *, input_names: Sequence[str] | None = None,
+                           output_names: Sequence[str] | None = None, single_output: str | None = None) -> Graph:
+    """A concrete function, frozen (variables as ``Const``, control flow kept functional), as a graph."""
+    _tf()
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    try:
+        frozen = convert_variables_to_constants_v2(cf, lower_control_flow=False)
+    except Exception as e:  # TensorFlow raises many types here
+        raise AmandaError(f"TensorFlow cannot freeze the function {getattr(cf, 'name', '')!r}: {e}") from None
+    graph_def = frozen.graph.as_graph_def(add_shapes=True)
+    ins = list(input_names) if input_names is not None else _input_names(cf, frozen)
+    outs = list(output_names) if output_names is not None else _output_names(
+        cf.structured_outputs, len(frozen.outputs), single_output)
+    if len(outs) != len(frozen.outputs):
+        raise AmandaError(f"{len(outs)} output name(s) given for {len(frozen.outputs)} output(s)")
+    inputs = []
+    for t, name in zip(frozen.inputs, ins):
+        shape = None if t.shape.rank is None else [-1 if d is None else d for d in t.shape.as_list()]
+        dt = t.dtype.name + ("" if shape is None else "[" + ",".join("?" if d < 0 else str(d) for d in shape) + "]")
+        inputs.append((t.op.name, name, dt))
+    outputs = [(t.name, name) for t, name in zip(frozen.outputs, outs)]
+    return from_graph_def(graph_def, inputs=inputs, outputs=outputs)
+
+
+def from_graph_def(graph_def: Any, *, inputs: Sequence[tuple[str, str, str | None]],
+                   outputs: Sequence[tuple[str, str]]) -> Graph:
+    """A GraphDef as a graph: ``inputs`` are ``(placeholder node, input name, dtype string or None)``,
+    ``outputs`` ``(tensor name, output name)``."""
+    from .graphdef import GraphBuilder
+
+    names = [n for _, n, _ in inputs] + [n for _, n in outputs]
+    if len(set(n for _, n, _ in inputs)) != len(inputs) or len(set(n for _, n in outputs)) != len(outputs):
+        raise AmandaError(f"input and output names must be unique, got {names}")
+    builder = GraphBuilder(graph_def.library)
+    return builder.build_graph_def(graph_def, _namespace(), inputs, outputs)
+
+
+# --------------------------------------------------------------------------- sources
+
+def _keras_specs(model: Any, inputs: Sequence[Any] | None) -> tuple[list[Any], list[str]]:
+    tf = _tf()
+    model_inputs = getattr(model, "inputs", None)
+    if not model_inputs:
+        raise AmandaError(f"the Keras model {getattr(model, 'name', '')!r} has no defined inputs; build it on an "
+                          "Input (or call it once) before converting it")
+    given = {}
+    for spec in inputs or ():
+        name, dtype, shape = _spec_parts(spec)
+        given[name] = (dtype, shape)
+    specs, names = [], []
+    for t in model_inputs:
+        name = t.name
+        want_dtype = tf.as_dtype(t.dtype).name
+        want_shape = tuple(t.shape)
+        dtype, shape = given.pop(name, (None, None))
+        _fit(name, dtype, shape, want_dtype, want_shape)
+        specs.append(tf.TensorSpec(_merged_shape(shape, want_shape), want_dtype, name=name))
+        names.append(name)
+    if given:
+        raise AmandaError(f"--input {', '.join(given)}: the model has no such input (its inputs: "
+                          f"{', '.join(names)})")
+    return specs, names
+
+
+def _keras_output_names(model: Any) -> list[str]:
+    names = list(getattr(model, "output_names", None) or [])
+    outputs = getattr(model, "outputs", None) or []
+    if len(names) != len(outputs) or len(set(names)) != len(names):
+        names = [f"output_{i}" for i in range(len(outputs))]
+    return names
+
+
+def from_keras(model: Any, inputs: Sequence[Any] | None = None) -> Graph:
+    tf = _tf()
+    specs, names = _keras_specs(model, inputs)
+
+    if len(specs) == 1:
+        def call(x: Any) -> Any:
+            return model(x, training=False)
+    else:
+        def call(*xs: Any) -> Any:  # type: ignore[misc]
+            return model(list(xs), training=False)
+    cf = tf.function(call).get_concrete_function(*specs)
+    outs = _keras_output_names(model)
+    flat = tf.nest.flatten(cf.structured_outputs, expand_composites=True)
+    if len(outs) != len(flat):
+        outs = _output_names(cf.structured_outputs, len(flat))
+    return from_concrete_function(cf, input_names=names, output_names=outs)
+
+
+def _function_specs(inputs: Sequence[Any]) -> list[Any]:
+    tf = _tf()
+    specs = []
+    for spec in inputs:
+        name, dtype, shape = _spec_parts(spec)
+        if dtype is None:
+            raise AmandaError(f"--input {name}: a tf.function needs the element type of each input "
+                              f"(write {name}:float32[...])")
+        specs.append(tf.TensorSpec(shape, dtype, name=name))
+    return specs
+
+
+def _from_function(fn: Any, inputs: Sequence[Any] | None) -> Graph:
+    if inputs:
+        cf = fn.get_concrete_function(*_function_specs(inputs))
+    else:
+        try:
+            cf = fn.get_concrete_function()
+        except (TypeError, ValueError) as e:
+            raise AmandaError(f"the tf.function {getattr(fn, '__name__', '')!r} has no input signature; give its "
+                              f"inputs (inputs=[...] or --input NAME:DTYPE[DIMS]): {e}") from None
+    return _from_concrete(cf, inputs)
+
+
+def _from_concrete(cf: Any, inputs: Sequence[Any] | None) -> Graph:
+    tf = _tf()
+    graph = from_concrete_function(cf)
+    for spec in inputs or ():
+        name, dtype, shape = _spec_parts(spec)
+        port = graph.input_ports.get(name)
+        if port is None:
+            raise AmandaError(f"--input {name}: the function has no such input (its inputs: "
+                              f"{', '.join(graph.input_ports.names())})")
+        t = parse_dtype(str(port.dtype))
+        _fit(name, dtype, shape, t.name, t.shape)
+    del tf
+    return graph
+
+
+def _saved_model(path: str, signature: str | None, inputs: Sequence[Any] | None) -> Graph:
+    tf = _tf()
+    if not os.path.isdir(path):
+        raise FormatError(f"{path}: not a directory")
+    if not (os.path.exists(os.path.join(path, "saved_model.pb"))
+            or os.path.exists(os.path.join(path, "saved_model.pbtxt"))):
+        raise FormatError(f"{path}: not a SavedModel directory (no saved_model.pb in it)")
+    try:
+        loaded = tf.saved_model.load(path)
+    except Exception as e:
+        raise FormatError(f"{path}: TensorFlow cannot load the SavedModel: {_first_line(e)}") from None
+    name = signature or "serving_default"
+    sigs = dict(loaded.signatures)
+    if name not in sigs:
+        raise FormatError(f"{path}: no signature {name!r} in the SavedModel (signatures: "
+                          f"{', '.join(sorted(sigs)) or 'none'})")
+    graph = _from_concrete(sigs[name], inputs)
+    return graph
+
+
+def _frozen_pb(path: str, inputs: Sequence[Any] | None, outputs: Sequence[str] | None) -> Graph:
+    _tf()
+    from google.protobuf.message import DecodeError
+    from tensorflow.core.framework import graph_pb2
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise FormatError(f"{path}: cannot read: {e.strerror}") from None
+    graph_def = graph_pb2.GraphDef()
+    try:
+        graph_def.ParseFromString(data)
+    except (DecodeError, ValueError, RuntimeError) as e:
+        raise FormatError(f"{path}: not a GraphDef: {_first_line(e)}") from None
+    if not graph_def.node:
+        raise FormatError(f"{path}: not a GraphDef (no nodes)")
+    nodes = {n.name: n for n in graph_def.node}
+    feeds: list[tuple[str, str, str | None]] = []
+    if inputs:
+        for spec in inputs:
+            name, dtype, shape = _spec_parts(spec)
+            node_name = name[:-2] if name.endswith(":0") else name
+            node = nodes.get(node_name)
+            if node is None or node.op not in ("Placeholder", "PlaceholderWithDefault"):
+                raise AmandaError(f"--input {name}: {path} has no placeholder {node_name!r} (placeholders: "
+                                  f"{', '.join(n for n in nodes if nodes[n].op == 'Placeholder') or 'none'})")
+            want_dtype, want_shape = _placeholder_type(node)
+            _fit(name, dtype, shape, want_dtype, want_shape)
+            merged = _merged_shape(shape, want_shape)
+            dt = want_dtype + ("" if merged is None else "[" + ",".join("?" if d is None else str(d)
+                                                                           for d in merged) + "]")
+            feeds.append((node_name, node_name, dt))
+    else:
+        feeds = [(n.name, n.name, None) for n in graph_def.node if n.op == "Placeholder"]
+    if outputs:
+        fetches = []
+        for out in outputs:
+            node_name, _, index = out.partition(":")
+            if node_name not in nodes:
+                raise AmandaError(f"--output {out}: {path} has no node {node_name!r}")
+            fetches.append((f"{node_name}:{index or 0}", out if not out.endswith(":0") else node_name))
+    else:
+        fetches = _sinks(graph_def)
+        if not fetches:
+            raise AmandaError(f"{path}: cannot tell the outputs of the graph; name them (--output NAME)")
+    return from_graph_def(graph_def, inputs=feeds, outputs=fetches)
+
+
+def _placeholder_type(node: Any) -> tuple[str, tuple[int | None, ...] | None]:
+    from .attrs import decode_shape
+    from .dtypes import dtype_from_enum
+
+    dtype = dtype_from_enum(int(node.attr["dtype"].type))
+    shape = decode_shape(node.attr["shape"].shape) if "shape" in node.attr else None
+    return dtype, None if shape is None else tuple(None if d < 0 else d for d in shape)
+
+
+def _sinks(graph_def: Any) -> list[tuple[str, str]]:
+    """The first output of every node nobody reads (not Const, NoOp, Placeholder, Assert)."""
+    read = set()
+    for n in graph_def.node:
+        for ref in n.input:
+            read.add(ref.lstrip("^").split(":")[0])
+    skip = {"Const", "NoOp", "Placeholder", "Assert", "SaveV2", "RestoreV2"}
+    return [(f"{n.name}:0", n.name) for n in graph_def.node if n.name not in read and n.op not in skip]
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
+
+
+def load_model(source: Any, *, inputs: Sequence[Any] | None = None, outputs: Sequence[str] | None = None,
+               signature: str | None = None, **options: Any) -> Graph:
+    """A TensorFlow program as a graph in ``amanda/tensorflow/<installed version>``.
+
+    ``source``: a SavedModel directory, a ``.keras`` file, a frozen GraphDef ``.pb``, a Keras model, a
+    ``tf.function`` (with ``inputs=`` when it has no input signature), a concrete function or a ``tf.Module``
+    whose ``__call__`` is a tf.function.  ``inputs``: ``InputSpec``s (or ``"x:float32[1,3]"`` strings) that
+    name and type the inputs (a ``.pb``'s placeholders) and may fix unknown dims; ``outputs``: tensor names to
+    fetch from a ``.pb``; ``signature``: the SavedModel signature (default ``serving_default``)."""
+    if options:
+        raise AmandaError(f"the TensorFlow importer takes no option {', '.join(sorted(options))} "
+                          "(it takes inputs, outputs, signature)")
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        if os.path.isdir(path):
+            return _saved_model(path, signature, inputs)
+        if not os.path.exists(path):
+            raise FormatError(f"{path}: no such file or directory")
+        if path.lower().endswith(".keras"):
+            keras = _keras()
+            try:
+                model = keras.models.load_model(path, compile=False)
+            except Exception as e:
+                raise FormatError(f"{path}: Keras cannot load the model: {_first_line(e)}") from None
+            return from_keras(model, inputs)
+        if path.lower().endswith(".pb"):
+            return _frozen_pb(path, inputs, outputs)
+        raise FormatError(f"{path}: not a TensorFlow model (a SavedModel directory, .keras or .pb file)")
+    if outputs:
+        raise AmandaError("outputs= names the tensors to fetch from a frozen GraphDef; a live model has its own")
+    tf = _tf()
+    from tensorflow.python.eager.polymorphic_function.concrete_function import ConcreteFunction
+
+    keras = sys.modules.get("keras")
+    if keras is not None and isinstance(source, keras.Model):
+        return from_keras(source, inputs)
+    if isinstance(source, ConcreteFunction):
+        return _from_concrete(source, inputs)
+    if _is_tf_function(source):
+        return _from_function(source, inputs)
+    call = type(source).__dict__.get("__call__") if isinstance(source, tf.Module) else None
+    if call is not None and _is_tf_function(call):
+        return _from_function(source.__call__, inputs)
+    raise AmandaError(f"cannot import a {type(source).__name__} as a TensorFlow model: give a Keras model, a "
+                      "tf.function, a concrete function, a tf.Module with a tf.function __call__, or a path")
+
+
+def _keras() -> Any:
+    _tf()
+    import keras
+
+    return keras
