@@ -40,6 +40,20 @@ __all__ = [
     "pads_to_pairs",
     "auto_pad_from_padding",
     "padding_from_auto_pad",
+    "value_dtype",
+    "port_shape",
+    "port_rank",
+    "static_shape",
+    "onnx_elem_dtype",
+    "onnx_conv_pads",
+    "symmetric_pads",
+    "torch_pad_order",
+    "conv_transpose_padding",
+    "slice_plan",
+    "broadcast_shape",
+    "onnx_constant_value",
+    "split_sizes",
+    "elem_kind",
     "LIBRARY",
     "INVERSES",
     "library_for",
@@ -279,6 +293,238 @@ def padding_from_auto_pad(auto_pad: Any) -> str:
     if p not in table:
         raise ValueError(f"auto_pad {auto_pad!r} has no TensorFlow padding")
     return table[p]
+
+
+# --------------------------------------------------------------------------- ONNX -> framework conversions
+# (value types at ports, ONNX padding and slicing conventions, ONNX constant attributes; used by the ONNX -> torch
+# tables of amanda-torch)
+
+
+def value_dtype(port: Any) -> Any:
+    """The parsed dtype of the value at ``port``: an output port's own, an input port's producer's (None when the
+    port is unfed or the value untyped)."""
+    if port is None:
+        return None
+    dtype = getattr(port, "dtype", None)
+    if dtype is None and getattr(port, "is_input", False):
+        src = port.source
+        dtype = src.dtype if src is not None else None
+    return dtype
+
+
+def port_shape(port: Any) -> list[Any] | None:
+    """The shape of the value at ``port`` as a list (ints for known sizes, None for symbolic ones); None when the
+    rank is unknown.  Reads parsed dtypes that have a ``shape`` (ONNX) or ``sizes()`` (torch)."""
+    dtype = value_dtype(port)
+    if dtype is None:
+        return None
+    shape = getattr(dtype, "shape", None)
+    if shape is None and callable(getattr(dtype, "sizes", None)):
+        shape = dtype.sizes()
+    if shape is None or callable(shape):
+        return None
+    return [int(d) if isinstance(d, (int, np.integer)) and int(d) >= 0 else None for d in shape]
+
+
+def port_rank(port: Any) -> int | None:
+    shape = port_shape(port)
+    return None if shape is None else len(shape)
+
+
+def static_shape(port: Any) -> list[int] | None:
+    """The shape at ``port`` when every size is known, else None."""
+    shape = port_shape(port)
+    if shape is None or any(d is None for d in shape):
+        return None
+    return [int(d) for d in shape]
+
+
+_ONNX_ELEM_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
+                    8: "string", 9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64",
+                    14: "complex64", 15: "complex128", 16: "bfloat16", 17: "float8_e4m3fn", 18: "float8_e4m3fnuz",
+                    19: "float8_e5m2", 20: "float8_e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4_e2m1fn",
+                    24: "float8_e8m0fnu", 25: "uint2", 26: "int2", 27: "float6_e2m3fn", 28: "float6_e3m2fn"}
+
+
+def onnx_elem_dtype(code: Any) -> str:
+    """An ONNX ``TensorProto.DataType`` number (Cast's ``to``) as the canonical element type name (1 -> float32)."""
+    try:
+        return _ONNX_ELEM_TYPES[int(code)]
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"unknown ONNX element type {code!r}") from None
+
+
+def onnx_conv_pads(auto_pad: Any, pads: Sequence[int] | None, spatial_shape: Sequence[Any] | None,
+                   kernel: Sequence[int], strides: Sequence[int] | None = None,
+                   dilations: Sequence[int] | None = None) -> list[int] | None:
+    """The explicit ONNX pads ``[b1, ..., e1, ...]`` of a convolution or pooling window: ``pads`` (zeros when
+    absent) for NOTSET, zeros for VALID, and for SAME_UPPER/SAME_LOWER the pads computed from the spatial sizes;
+    None when they depend on sizes that are not known."""
+    n = len(kernel)
+    mode = auto_pad.decode() if isinstance(auto_pad, bytes) else str(auto_pad or "NOTSET")
+    if mode == "NOTSET":
+        return [int(p) for p in pads] if pads else [0] * (2 * n)
+    if mode == "VALID":
+        return [0] * (2 * n)
+    if mode not in ("SAME_UPPER", "SAME_LOWER"):
+        raise ValueError(f"unknown auto_pad {auto_pad!r}")
+    if spatial_shape is None or len(spatial_shape) != n or any(s is None for s in spatial_shape):
+        return None
+    return same_pads(spatial_shape, kernel, strides, dilations, upper=mode == "SAME_UPPER")
+
+
+def symmetric_pads(pads: Sequence[int] | None) -> list[int] | None:
+    """The per-axis padding of ONNX pads whose begin and end agree (``[1, 2, 1, 2]`` -> ``[1, 2]``), else None."""
+    if pads is None:
+        return None
+    begin, end = pads_begin_end(pads)
+    return [int(b) for b in begin] if begin == end else None
+
+
+def torch_pad_order(pads: Sequence[int], rank: int | None = None, axes: Sequence[int] | None = None) -> list[int]:
+    """ONNX pads ``[b_a1, b_a2, ..., e_a1, e_a2, ...]`` (over ``axes``, default all ``rank`` axes) as the list
+    ``torch.nn.functional.pad`` takes: last axis first, ``[b_last, e_last, b_prev, e_prev, ...]``, down to the
+    first axis with a non-zero pad."""
+    begin, end = pads_begin_end(pads)
+    if axes is None:
+        axes = list(range(len(begin)))
+        rank = len(begin) if rank is None else rank
+    if rank is None:
+        raise ValueError("torch_pad_order needs the rank when axes are given")
+    axes = normalize_axes(axes, rank)
+    per_axis = {a: (0, 0) for a in range(rank)}
+    for a, b, e in zip(axes, begin, end):
+        per_axis[a] = (int(b), int(e))
+    first = next((a for a in range(rank) if per_axis[a] != (0, 0)), rank - 1)
+    out: list[int] = []
+    for a in range(rank - 1, first - 1, -1):
+        out.extend(per_axis[a])
+    return out
+
+
+def conv_transpose_padding(pads: Sequence[int], output_padding: Sequence[int] | None, strides: Sequence[int],
+                           dilations: Sequence[int]) -> tuple[list[int], list[int]] | None:
+    """torch's ``(padding, output_padding)`` for an ONNX ConvTranspose with explicit ``pads`` and
+    ``output_padding``: torch crops ``padding`` at both ends and adds ``output_padding`` at the end, so ONNX's
+    ``[b, e]`` is padding ``b`` and output padding ``output_padding + b - e``; None when torch cannot say it (that
+    output padding is negative or not below the stride or dilation)."""
+    begin, end = pads_begin_end(pads)
+    n = len(begin)
+    extra = list(output_padding or [0] * n)
+    padding, out_pad = [], []
+    for b, e, o, s, d in zip(begin, end, extra, strides, dilations):
+        q = int(o) + int(b) - int(e)
+        if q < 0 or q >= max(int(s), int(d)):
+            return None
+        padding.append(int(b))
+        out_pad.append(q)
+    return padding, out_pad
+
+
+def slice_plan(shape: Sequence[int], starts: Sequence[int], ends: Sequence[int], axes: Sequence[int] | None = None,
+               steps: Sequence[int] | None = None) -> dict[str, Any]:
+    """An ONNX Slice over a tensor of known ``shape`` as ``flip`` (axes to reverse first, for negative steps) and
+    per-axis ``(start, end, step)`` with positive steps on the flipped tensor: ``{"flip": [...], "dims": [...],
+    "starts": [...], "ends": [...], "steps": [...]}`` (only axes that change), plus the ``shape`` of the result and,
+    for a contiguous copy of the flipped tensor, the ``sizes``, ``strides`` and ``offset`` of one strided view."""
+    rank = len(shape)
+    axes = list(axes) if axes is not None else list(range(len(starts)))
+    steps = list(steps) if steps is not None else [1] * len(starts)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise ValueError("starts, ends, axes and steps differ in length")
+    out_shape = [int(d) for d in shape]
+    flip, dims, s_out, e_out, st_out = [], [], [], [], []
+    begin = [0] * rank
+    step_of = [1] * rank
+    for a, s, e, st in zip(normalize_axes(axes, rank), starts, ends, steps):
+        dim, s, e, st = int(shape[a]), int(s), int(e), int(st)
+        if st == 0:
+            raise ValueError("a slice step of 0")
+        s = s + dim if s < 0 else s
+        e = e + dim if e < 0 else e
+        if st > 0:
+            s, e = min(max(s, 0), dim), min(max(e, 0), dim)
+        else:
+            s, e = min(max(s, 0), dim - 1), min(max(e, -1), dim - 1)
+            flip.append(a)
+            s, e, st = dim - 1 - s, dim - 1 - e, -st
+        count = max(0, -(-(e - s) // st))
+        out_shape[a] = count
+        begin[a], step_of[a] = s, st
+        if (s, e, st) != (0, dim, 1):
+            dims.append(a)
+            s_out.append(s)
+            e_out.append(e)
+            st_out.append(st)
+    contiguous = [1] * rank
+    for i in range(rank - 2, -1, -1):
+        contiguous[i] = contiguous[i + 1] * max(int(shape[i + 1]), 1)
+    return {"flip": flip, "dims": dims, "starts": s_out, "ends": e_out, "steps": st_out, "shape": out_shape,
+            "sizes": out_shape, "strides": [c * st for c, st in zip(contiguous, step_of)],
+            "offset": sum(b * c for b, c in zip(begin, contiguous))}
+
+
+def broadcast_shape(a: Sequence[int], b: Sequence[int]) -> list[int]:
+    """The numpy broadcast of two shapes (ONNX Expand's output shape); an error when they do not broadcast."""
+    a, b = [int(x) for x in a], [int(x) for x in b]
+    n = max(len(a), len(b))
+    a, b = [1] * (n - len(a)) + a, [1] * (n - len(b)) + b
+    out = []
+    for x, y in zip(a, b):
+        if x != y and 1 not in (x, y):
+            raise ValueError(f"shapes {a} and {b} do not broadcast")
+        out.append(y if x == 1 else x)
+    return out
+
+
+def split_sizes(dim: int | None, count: int, split: Sequence[int] | None = None) -> list[int] | None:
+    """The sizes of an ONNX Split of an axis of size ``dim`` into ``count`` outputs: ``split`` when given, else
+    ``ceil(dim / count)`` each and the remainder last (opset 18's ``num_outputs``); None when ``dim`` is unknown."""
+    if split is not None and len(split):
+        return [int(s) for s in split]
+    if dim is None or count <= 0:
+        return None
+    chunk = -(-int(dim) // count)
+    sizes = [chunk] * (count - 1) + [int(dim) - chunk * (count - 1)]
+    return sizes if all(s >= 0 for s in sizes) else None
+
+
+def onnx_constant_value(attrs: Any) -> Any:
+    """The tensor an ONNX ``Constant`` op holds, whichever attribute gives it (``value``, ``value_float``,
+    ``value_floats``, ``value_int``, ``value_ints``; ``value_string(s)`` as object arrays of bytes)."""
+    if attrs.get("value") is not None:
+        return attrs["value"]
+    for key, dtype in (("value_float", "float32"), ("value_floats", "float32"), ("value_int", "int64"),
+                       ("value_ints", "int64")):
+        if attrs.get(key) is not None:
+            return np.array(attrs[key], dtype=dtype)
+    for key in ("value_string", "value_strings"):
+        if attrs.get(key) is not None:
+            v = attrs[key]
+            items = [x.encode() if isinstance(x, str) else x for x in (v if isinstance(v, list) else [v])]
+            arr = np.array(items, dtype=object)
+            return arr if isinstance(v, list) else arr.reshape(())
+    raise ValueError("a Constant with no value attribute (a sparse_value is not a dense tensor)")
+
+
+def elem_kind(value: Any) -> str:
+    """The kind of a tensor's or a dtype name's elements: ``float`` (float16/32/64, bfloat16, the float8 ...
+    kinds), ``int``, ``uint``, ``bool``, ``complex``, ``string`` or ``other``."""
+    name = getattr(value, "dtype", value)
+    name = getattr(name, "name", name)
+    name = str(name)
+    if name.startswith(("float", "bfloat")):
+        return "float"
+    if name.startswith(("int", "uint")):
+        return "uint" if name.startswith("uint") else "int"
+    if name in ("bool", "complex64", "complex128"):
+        return "bool" if name == "bool" else "complex"
+    if name in ("object", "string", "str") or name.startswith(("<U", "|S")):
+        return "string"
+    return "other"
+
+
+# --------------------------------------------------------------------------- end of ONNX -> framework conversions
 
 
 LIBRARY: dict[str, Callable[..., Any]] = {name: globals()[name] for name in __all__
