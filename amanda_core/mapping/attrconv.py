@@ -54,6 +54,23 @@ __all__ = [
     "onnx_constant_value",
     "split_sizes",
     "elem_kind",
+    "is_tensor_value",
+    "is_number",
+    "tensor_dtype",
+    "same_tensor_dtype",
+    "as_tensor",
+    "window",
+    "conv_pads",
+    "pads_from_torch",
+    "expand_shape",
+    "swap_perm",
+    "flatten_target",
+    "slice_bound",
+    "arange_values",
+    "full_values",
+    "index_nd",
+    "torch_reduce_axes",
+    "unsqueezed",
     "LIBRARY",
     "INVERSES",
     "library_for",
@@ -525,6 +542,154 @@ def elem_kind(value: Any) -> str:
 
 
 # --------------------------------------------------------------------------- end of ONNX -> framework conversions
+
+
+# --------------------------------------------------------------------------- framework -> ONNX conversions
+# (literal arguments of torch ops as ONNX attributes and constant inputs; used by the torch -> ONNX tables of
+# amanda-torch)
+
+_INT64_MAX = 2**63 - 1
+
+
+def is_tensor_value(value: Any) -> bool:
+    """Whether a constant's value is a tensor (an array or a lazy tensor), not a plain Python literal."""
+    return is_tensor(value)
+
+
+def is_number(value: Any) -> bool:
+    """A Python or numpy int or float (not a bool)."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def tensor_dtype(port: Any) -> str | None:
+    """The element type name (``float32``) of the tensor at ``port``; None when the value is not a tensor or its
+    element type is unknown."""
+    dtype = value_dtype(port)
+    if dtype is None or not getattr(dtype, "is_tensor", True):
+        return None
+    name = getattr(dtype, "dtype", None)
+    if isinstance(name, str) and name:
+        return name
+    elem = getattr(dtype, "elem_type", None)
+    return str(elem) if isinstance(elem, str) and elem else None
+
+
+def same_tensor_dtype(*ports: Any) -> bool:
+    """Whether every port carries a tensor of one known element type."""
+    names = [tensor_dtype(p) for p in ports]
+    return bool(names) and names[0] is not None and all(n == names[0] for n in names)
+
+
+def as_tensor(value: Any, dtype: str = "float32") -> np.ndarray:
+    """A Python value (number, bool, nested list) or array as a numpy array of ``dtype``."""
+    return np.asarray(value, dtype=dtype)
+
+
+def window(value: Any, n: int, default: Any = None) -> list[int]:
+    """A torch window argument (``kernel_size``, ``stride``, ``padding``, ``dilation``) as ``n`` ints: an int or a
+    one-element list is repeated; an empty list or None gives ``default`` (itself a window argument)."""
+    if value is None or (isinstance(value, (list, tuple)) and len(value) == 0):
+        if default is None:
+            raise ValueError("no window value and no default")
+        return window(default, n)
+    if isinstance(value, (int, np.integer)):
+        return [int(value)] * n
+    values = [int(v) for v in value]
+    if len(values) == 1:
+        return values * n
+    if len(values) != n:
+        raise ValueError(f"{len(values)} values for a {n}-d window")
+    return values
+
+
+def conv_pads(padding: Any, n: int) -> list[int]:
+    """torch's symmetric ``padding`` of a convolution or pooling (an int or per-axis ints) as ONNX ``pads``
+    ``[b1, ..., bn, e1, ..., en]``."""
+    p = window(padding, n)
+    return p + p
+
+
+def pads_from_torch(pad: Sequence[int], rank: int) -> list[int]:
+    """``torch.nn.functional.pad``'s list (last axis first: ``[b_last, e_last, b_prev, e_prev, ...]``) as ONNX
+    ``pads`` over all ``rank`` axes (``[b_0, ..., b_{r-1}, e_0, ..., e_{r-1}]``)."""
+    pad = [int(p) for p in pad]
+    if len(pad) % 2 or len(pad) // 2 > rank:
+        raise ValueError(f"pad of length {len(pad)} for a rank-{rank} tensor")
+    begin, end = [0] * rank, [0] * rank
+    for i in range(len(pad) // 2):
+        axis = rank - 1 - i
+        begin[axis], end[axis] = pad[2 * i], pad[2 * i + 1]
+    return begin + end
+
+
+def expand_shape(size: Sequence[int]) -> list[int]:
+    """torch ``expand``'s sizes as ONNX Expand's shape: ``-1`` (keep the size) becomes 1, which broadcasting keeps."""
+    return [1 if int(s) == -1 else int(s) for s in size]
+
+
+def swap_perm(rank: int, dim0: int, dim1: int) -> list[int]:
+    """The permutation of ``torch.transpose(x, dim0, dim1)`` for a rank-``rank`` tensor."""
+    perm = list(range(rank))
+    a, b = normalize_axis(dim0, rank), normalize_axis(dim1, rank)
+    perm[a], perm[b] = perm[b], perm[a]
+    return perm
+
+
+def flatten_target(rank: int, start: int, end: int) -> list[int]:
+    """ONNX Reshape's shape for ``torch.flatten(x, start, end)``: 0 (copy) for the kept axes, -1 for the merged
+    ones.  A rank-0 input flattens to one element."""
+    if rank == 0:
+        return [1]
+    s, e = normalize_axis(start, rank), normalize_axis(end, rank)
+    if s > e:
+        raise ValueError(f"flatten start {start} after end {end}")
+    return [0] * s + [-1] + [0] * (rank - 1 - e)
+
+
+def slice_bound(value: Any, default: int) -> int:
+    """A torch slice bound (None: from the start or to the end) as an ONNX Slice bound, clamped to int64."""
+    if value is None:
+        return default
+    return max(min(int(value), _INT64_MAX), -_INT64_MAX - 1)
+
+
+def arange_values(start: Any, end: Any, step: Any, dtype: str) -> np.ndarray:
+    """``torch.arange(start, end, step)`` as an array of ``dtype``."""
+    return np.arange(start, end, step).astype(dtype)
+
+
+def full_values(size: Sequence[int], fill: Any, dtype: str) -> np.ndarray:
+    """``torch.full(size, fill)`` as an array of ``dtype`` (one value broadcast: no copy per element)."""
+    return np.broadcast_to(np.asarray(fill, dtype=dtype), tuple(int(s) for s in size))
+
+
+def index_nd(indices: Sequence[Any], sizes: Sequence[int]) -> np.ndarray:
+    """Advanced-indexing index tensors on the leading axes (``x[i0, i1]``) as ONNX GatherND's ``indices``: broadcast
+    together and stacked on a new last axis, negative indices wrapped by the indexed axes' ``sizes``."""
+    arrays = np.broadcast_arrays(*[np.asarray(i, dtype=np.int64) for i in indices])
+    wrapped = [np.where(a < 0, a + int(n), a) for a, n in zip(arrays, sizes)]
+    return np.stack(wrapped, axis=-1).astype(np.int64)
+
+
+def torch_reduce_axes(dim: Any) -> np.ndarray | None:
+    """A torch reduction's ``dim`` (an int, a list, or None/empty for all axes) as ONNX's ``axes`` input (None:
+    leave it unfed, which reduces every axis)."""
+    if dim is None:
+        return None
+    if isinstance(dim, (int, np.integer)):
+        return np.asarray([int(dim)], dtype=np.int64)
+    if len(dim) == 0:
+        return None
+    return np.asarray([int(d) for d in dim], dtype=np.int64)
+
+
+def unsqueezed(value: Any, dim: int) -> np.ndarray:
+    """``torch.unsqueeze(value, dim)`` of a constant array (a view: no copy)."""
+    arr = as_array(value) if is_tensor(value) else np.asarray(value)
+    return np.expand_dims(arr, normalize_axis(dim, arr.ndim + 1))
+
+
+# --------------------------------------------------------------------------- end of framework -> ONNX conversions
 
 
 LIBRARY: dict[str, Callable[..., Any]] = {name: globals()[name] for name in __all__
