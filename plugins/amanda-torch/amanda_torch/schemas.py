@@ -62,7 +62,7 @@ from attrs import evolve
 
 from amanda_core.errors import NamespaceError
 from amanda_core.namespace.cache import cached_json
-from amanda_core.namespace.registry import NamespaceProvider
+from amanda_core.namespace.registry import NOT_CONSTANT, ConstantOp, NamespaceProvider
 from amanda_core.namespace.schema import (
     NO_DEFAULT,
     AttrSchema,
@@ -79,7 +79,7 @@ from .structural import EXCLUDED, NODE_ATTRIBUTES, STRUCTURAL
 from .typeexpr import Named, OptionalOf, parse_type
 
 FAMILY = "amanda/pytorch"
-SCHEMA_VERSION = f"g{GENERATOR_VERSION}.s2"
+SCHEMA_VERSION = f"g{GENERATOR_VERSION}.s3"
 """Changes whenever the generated data would change for the same torch release."""
 DEFAULT_OVERLOAD = "default"
 TYPE_SYSTEM = "torch"
@@ -413,6 +413,17 @@ class TorchNamespaces(NamespaceProvider):
                 schema = namespace_schema_from_data(f"{FAMILY}/{installed}", data)
                 self._built[full] = schema
             return schema
+
+    def constant_value(self, op: Any) -> Any:
+        """``prim::Constant`` ops are constants: their ``value`` (None when they have none, as TorchScript's
+        ``None`` constant)."""
+        if op.type == "prim::Constant":
+            return op.attrs.get("value")
+        return NOT_CONSTANT
+
+    def make_constant(self, value: Any, version: str | None) -> ConstantOp:
+        """A ``prim::Constant`` holding ``value``."""
+        return ConstantOp("prim::Constant", {"value": value}, "output")
 
 
 def _same_version(a: str, b: str) -> bool:

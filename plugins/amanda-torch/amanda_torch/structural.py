@@ -12,8 +12,10 @@ Three tables:
 * :data:`STRUCTURAL` - kinds that appear in graphs that ``torch.jit.trace``,
   ``torch.jit.script``, ``torch.jit.freeze`` or a public TorchScript pass
   return, with their ports and node attributes, each with the reason it is
-  here.  Blocks (``prim::If``, ``prim::Loop``) and subgraphs (``prim::fork``)
-  are attributes holding :class:`amanda_core.Graph` values.
+  here; and the higher-order operators of ``torch.export`` (``torch.cond``,
+  ``while_loop``), which have no ``FunctionSchema``, as ``higher_order::``
+  kinds whose branch and body graphs are attributes.  Blocks (``prim::If``,
+  ``prim::Loop``) and subgraphs (``prim::fork``) are attributes holding :class:`amanda_core.Graph` values.
 * :data:`NODE_ATTRIBUTES` - node attributes of kinds that *do* have an
   operator schema (``prim::DifferentiableGraph(...) -> (...)``) but carry
   attributes the schema cannot say (its ``Subgraph``).
@@ -96,6 +98,15 @@ STRUCTURAL: tuple[dict[str, Any], ...] = (
     _op("prim::BroadcastingChunk", "left inside prim::FusionGroup subgraphs by the legacy fuser",
         inputs=[{"inputs*": _ANY}], outputs=[{"outputs*": _ANY}],
         attrs={"chunks": "torch.int", "dim": "torch.int"}),
+    _op("higher_order::cond", "torch.cond in an ExportedProgram: runs true_graph or false_graph on the operands; "
+        "each branch graph takes inputs operands_<i> and returns outputs_<i>, the op's outputs",
+        inputs=[{"pred": _ANY}, {"operands*": _ANY}], outputs=[{"outputs*": _ANY}],
+        attrs={"true_graph": _GRAPH, "false_graph": _GRAPH}),
+    _op("higher_order::while_loop", "torch.ops.higher_order.while_loop in an ExportedProgram: while cond_graph "
+        "returns true, body_graph maps the carried values to their next values; both graphs take inputs "
+        "carried_inputs_<i> then additional_inputs_<j>; cond_graph returns pred, body_graph outputs_<i>",
+        inputs=[{"carried_inputs*": _ANY}, {"additional_inputs*": _ANY}], outputs=[{"outputs*": _ANY}],
+        attrs={"cond_graph": _GRAPH, "body_graph": _GRAPH}),
     _op("prim::FunctionalGraph", "left in a graph by torch._C._jit_pass_create_functional_graphs",
         inputs=[{"inputs*": _ANY}], outputs=[{"outputs*": _ANY}], attrs={"Subgraph": _GRAPH}),
 )
