@@ -79,7 +79,7 @@ from .structural import EXCLUDED, NODE_ATTRIBUTES, STRUCTURAL
 from .typeexpr import Named, OptionalOf, parse_type
 
 FAMILY = "amanda/pytorch"
-SCHEMA_VERSION = f"g{GENERATOR_VERSION}.s3"
+SCHEMA_VERSION = f"g{GENERATOR_VERSION}.s4"
 """Changes whenever the generated data would change for the same torch release."""
 DEFAULT_OVERLOAD = "default"
 TYPE_SYSTEM = "torch"

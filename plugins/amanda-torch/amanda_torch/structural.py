@@ -72,12 +72,15 @@ STRUCTURAL: tuple[dict[str, Any], ...] = (
         "modules", inputs=[{"self": _ANY}], outputs=[{"output": _ANY}], attrs={"name": "torch.str"}),
     _op("prim::SetAttr", "writes a module attribute in scripted modules",
         inputs=[{"self": _ANY}, {"value": _ANY}], attrs={"name": "torch.str"}),
-    _op("prim::If", "conditional with two blocks (then, else) returning the node's outputs",
-        inputs=[{"cond": "torch.bool"}], outputs=[{"outputs*": _ANY}],
+    _op("prim::If", "conditional with two blocks (then, else) returning the node's outputs; values of the "
+        "enclosing graph a block reads come in as captured_<k> (block graphs take the same names)",
+        inputs=[{"cond": "torch.bool"}, {"captured*": _ANY}], outputs=[{"outputs*": _ANY}],
         attrs={"then_block": _GRAPH, "else_block": _GRAPH}),
     _op("prim::Loop", "loop with one block: inputs max_trip_count, start condition and loop-carried values; "
-        "the block takes the iteration number and carried values and returns the next condition and values",
-        inputs=[{"max_trip_count": "torch.int"}, {"start_condition": "torch.bool"}, {"carried*": _ANY}],
+        "the block takes the iteration number and carried values and returns the next condition and values; "
+        "values of the enclosing graph the block reads come in as captured_<k>",
+        inputs=[{"max_trip_count": "torch.int"}, {"start_condition": "torch.bool"}, {"carried*": _ANY},
+                {"captured*": _ANY}],
         outputs=[{"carried*": _ANY}], attrs={"body": _GRAPH}),
     _op("prim::CallMethod", "calls a method of a module object (a traced or scripted submodule's forward)",
         inputs=[{"self": _ANY}, {"args*": _ANY}], outputs=[{"outputs*": _ANY}], attrs={"name": "torch.str"}),
