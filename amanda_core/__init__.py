@@ -13,19 +13,55 @@ Plugins (``amanda-onnx``, ``amanda-tf``, ``amanda-torch`` and third-party rule
 packs) register through :mod:`amanda_core.plugin`.
 """
 
-from .errors import (
-    AmandaError,
-    FormatError,
-    GraphCycleError,
-    GraphError,
-    NamespaceError,
-    PluginError,
-    SchemaError,
-    ValidationError,
-)
-from .ir import CONTROL, Graph, GraphInput, GraphOutput, InputPort, Op, OutputPort, Tensor
-from .namespace import NamespaceRegistry, NamespaceSchema, OpSchema, TypeSystem, validate
-from .plugin import Exporter, Importer, Runner, TypeInferer, hookimpl, registry
+from typing import TYPE_CHECKING, Any
+
+# The names below are imported on first use (PEP 562), so that ``import amanda_core`` (which every ``amanda``
+# command does before anything else) is quick and a Ctrl-C right after start-up reaches the command line's handler.
+_EXPORTS = {
+    "AmandaError": "errors", "FormatError": "errors", "GraphCycleError": "errors", "GraphError": "errors",
+    "NamespaceError": "errors", "PluginError": "errors", "SchemaError": "errors", "ValidationError": "errors",
+    "CONTROL": "ir", "Graph": "ir", "GraphInput": "ir", "GraphOutput": "ir", "InputPort": "ir", "Op": "ir",
+    "OutputPort": "ir", "Tensor": "ir",
+    "NamespaceRegistry": "namespace", "NamespaceSchema": "namespace", "OpSchema": "namespace",
+    "TypeSystem": "namespace", "validate": "namespace",
+    "Exporter": "plugin", "Importer": "plugin", "Runner": "plugin", "TypeInferer": "plugin", "hookimpl": "plugin",
+    "registry": "plugin",
+    "InputSpec": "plugin.types", "parse_input_spec": "plugin.types",
+    "load_model": "io", "save_model": "io",
+}
+
+if TYPE_CHECKING:
+    from .errors import (
+        AmandaError,
+        FormatError,
+        GraphCycleError,
+        GraphError,
+        NamespaceError,
+        PluginError,
+        SchemaError,
+        ValidationError,
+    )
+    from .io import load_model, save_model
+    from .ir import CONTROL, Graph, GraphInput, GraphOutput, InputPort, Op, OutputPort, Tensor
+    from .namespace import NamespaceRegistry, NamespaceSchema, OpSchema, TypeSystem, validate
+    from .plugin import Exporter, Importer, Runner, TypeInferer, hookimpl, registry
+    from .plugin.types import InputSpec, parse_input_spec
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'amanda_core' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __version__ = "0.1.0"
 
@@ -41,6 +77,7 @@ __all__ = [
     "GraphOutput",
     "Importer",
     "InputPort",
+    "InputSpec",
     "NamespaceError",
     "NamespaceRegistry",
     "NamespaceSchema",
@@ -55,6 +92,9 @@ __all__ = [
     "TypeSystem",
     "ValidationError",
     "hookimpl",
+    "load_model",
+    "parse_input_spec",
     "registry",
+    "save_model",
     "validate",
 ]

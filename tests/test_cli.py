@@ -136,7 +136,7 @@ def test_missing_file_and_unknown_format(tmp_path, capsys):
     other = tmp_path / "model.xyz"
     other.write_bytes(b"\0")
     rc, _, err = run(capsys, "inspect", str(other))
-    assert rc == 2 and "no importer" in err
+    assert rc == 2 and "no installed importer reads .xyz files" in err
 
 
 def test_debug_shows_traceback(tmp_path, capsys):

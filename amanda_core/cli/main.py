@@ -1,22 +1,49 @@
 """The ``amanda`` command line.
 
 Every command prints one clear message and exits non-zero on error;
-``--debug`` shows the traceback instead.
+``--debug`` (anywhere on the line) shows the traceback instead.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
+import signal
 import sys
-import traceback
-from collections import Counter
-from typing import Any, Sequence
 
-from ..errors import AmandaError
-from ..ir.graph import Graph
-from ..ir.tensor import tensor_nbytes
+
+def _interrupted_early(signum: int, frame: object) -> None:  # pragma: no cover - timing dependent
+    """Ctrl-C while the command line is still starting: the same one line as later, no traceback."""
+    sys.stderr.write("amanda: interrupted\n")
+    sys.stderr.flush()
+    os._exit(130)
+
+
+def _started_as_the_command() -> bool:
+    """Whether this process is the ``amanda`` command (the console script or ``python -m amanda_core``), not a
+    program or test run that imports the command line."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    base = os.path.basename(argv0)
+    return base in ("amanda", "amanda.exe", "-m") or argv0.endswith(os.path.join("amanda_core", "__main__.py"))
+
+
+_EARLY_HANDLER = False
+if _started_as_the_command() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    try:
+        signal.signal(signal.SIGINT, _interrupted_early)
+        _EARLY_HANDLER = True
+    except ValueError:  # pragma: no cover - not the main thread
+        pass
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import threading  # noqa: E402
+import traceback  # noqa: E402
+from collections import Counter  # noqa: E402
+from typing import Any, Sequence  # noqa: E402
+
+from ..errors import AmandaError  # noqa: E402
+from ..ir.graph import Graph  # noqa: E402
+from ..ir.tensor import tensor_nbytes  # noqa: E402
 
 EXIT_OK = 0
 EXIT_INVALID = 1
@@ -29,22 +56,98 @@ def _registry() -> Any:
     return registry()
 
 
-def load_model(path: str, warnings: list[str] | None = None) -> Graph:
-    """Read a graph from a YAML file or from any format a plugin imports."""
-    if not os.path.exists(path):
-        raise AmandaError(f"{path}: no such file")
-    lower = path.lower()
-    if lower.endswith((".yaml", ".yml")):
-        from ..serialization.graph_yaml import load_graph
+def load_model(source: str, warnings: list[str] | None = None, *, inputs: Any = None, outputs: Any = None,
+               lenient: bool = False) -> Graph:
+    """Read a graph (see :func:`amanda_core.io.load_model`); kept here for callers of the command line's module."""
+    from ..io import load_model as _load
 
-        return load_graph(path, warnings=warnings)
-    reg = _registry()
-    for importer, _plugin in reg.importers:
-        if importer.handles(path):
-            return importer.load(path)
-    known = sorted({e for imp, _ in reg.importers for e in imp.extensions} | {".yaml", ".yml"})
-    raise AmandaError(f"{path}: no importer reads this kind of file (known extensions: {', '.join(known)}); "
-                      "is the plugin for its framework installed?")
+    return _load(source, inputs=inputs, outputs=outputs, warnings=warnings, lenient=lenient)
+
+
+def save_model(graph: Graph, path: str) -> list[str]:
+    """Write a graph (see :func:`amanda_core.io.save_model`)."""
+    from ..io import save_model as _save
+
+    return _save(graph, path)
+
+
+def _specs(args: argparse.Namespace) -> tuple[Any, Any]:
+    """``--input`` specs and ``--output`` names of a command, None where not given."""
+    from ..plugin.types import parse_input_spec
+
+    inputs = [parse_input_spec(t) for t in args.input] if getattr(args, "input", None) else None
+    outputs = list(args.output) if getattr(args, "output", None) else None
+    return inputs, outputs
+
+
+class _Progress:
+    """Says on stderr that something slow is under way when it takes more than ``after`` seconds."""
+
+    def __init__(self, message: str, after: float = 1.0) -> None:
+        self.message, self.after = message, after
+        self._timer: threading.Timer | None = None
+
+    def __enter__(self) -> _Progress:
+        if self.after >= 0:
+            self._timer = threading.Timer(self.after, self._say)
+            self._timer.daemon = True
+            self._timer.start()
+        return self
+
+    def _say(self) -> None:
+        print(f"amanda: {self.message} ...", file=sys.stderr, flush=True)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+def _schema(reg: Any, namespace: str, *, usage: str = "") -> Any:
+    """The schema of ``namespace`` (resolved), saying on stderr when building it takes a while (a framework's
+    registry is read the first time, then the schema is cached)."""
+    resolved = _resolve(reg, namespace, usage=usage)
+    cache = os.environ.get("AMANDA_CACHE_DIR") or "~/.cache/amanda"
+    with _Progress(f"generating the schema of {resolved} from the installed framework (first use; cached "
+                   f"in {cache})"):
+        return reg.schema(resolved)
+
+
+def _resolve(reg: Any, name: str, *, usage: str = "") -> str:
+    """``name`` resolved to a registered namespace, or a one-line error naming the known versions."""
+    from ..errors import NamespaceError
+    from ..namespace.names import parse_spec, version_key
+
+    try:
+        return str(reg.resolve(name))
+    except NamespaceError as e:
+        try:
+            spec = parse_spec(name)
+        except Exception:
+            raise e from None
+        versions = sorted(reg.versions(spec.family), key=version_key) if spec.family in reg.families() else []
+        if not versions:
+            raise
+        newest = versions[-1]
+        what = spec.exact if spec.exact is not None else str(spec.specifier)
+        label = "opset" if spec.family == "amanda/onnx" else "version"
+        known = _ranges(versions)
+        example = f"; e.g. {usage.format(ns=f'{spec.family}/{newest}')}" if usage else ""
+        raise AmandaError(f"{name}: {label} {what} of {spec.family} does not exist here; the newest is {newest} "
+                          f"(known: {known}){example}") from None
+
+
+def _ranges(versions: Sequence[str]) -> str:
+    """``1-10, 12-28`` for runs of consecutive integer versions; the versions as they are otherwise."""
+    if not all(v.isdigit() for v in versions):
+        return ", ".join(versions)
+    nums = sorted(int(v) for v in versions)
+    runs: list[list[int]] = []
+    for n in nums:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 # --------------------------------------------------------------------------- commands
@@ -53,16 +156,42 @@ def load_model(path: str, warnings: list[str] | None = None) -> Graph:
 def cmd_plugins(args: argparse.Namespace) -> int:
     from ..plugin.manager import get_manager
 
-    infos = get_manager().plugins()
+    manager = get_manager()
+    infos = manager.plugins()
+    reg = manager.registry()
+    can = _capabilities(reg)
     if args.json:
         print(json.dumps([{"name": i.name, "distribution": i.distribution, "version": i.version,
-                           "hooks": list(i.hooks)} for i in infos], indent=2))
+                           "hooks": list(i.hooks), **can.get(i.name, {})} for i in infos], indent=2))
         return EXIT_OK
     for i in infos:
         dist = f"{i.distribution or '(in-process)'} {i.version or ''}".strip()
         print(f"{i.name}: {dist}")
         print(f"  hooks: {', '.join(i.hooks) or 'none'}")
+        mine = can.get(i.name, {})
+        if mine.get("reads"):
+            print(f"  reads: {'; '.join(mine['reads'])}")
+        if mine.get("writes"):
+            print(f"  writes: {'; '.join(mine['writes'])}")
+        if mine.get("runs"):
+            print(f"  runs: {'; '.join(mine['runs'])}")
     return EXIT_OK
+
+
+def _capabilities(reg: Any) -> dict[str, dict[str, list[str]]]:
+    """What each plugin reads, writes and runs, in words a user can act on."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for imp, plugin in reg.importers:
+        exts = ", ".join(imp.extensions)
+        extra = " and folders or objects it accepts" if imp.accepts is not None else ""
+        out.setdefault(plugin, {}).setdefault("reads", []).append(
+            f"{imp.name}: {exts or 'no files by extension'}{extra}")
+    for exp, plugin in reg.exporters:
+        exts = ", ".join("folders (a path ending in /)" if e == "/" else e for e in exp.extensions)
+        out.setdefault(plugin, {}).setdefault("writes", []).append(f"{exp.name}: {exts} from {exp.namespace}")
+    for run, plugin in reg.runners:
+        out.setdefault(plugin, {}).setdefault("runs", []).append(f"{run.name}: {run.namespace}")
+    return out
 
 
 def cmd_namespaces(args: argparse.Namespace) -> int:
@@ -84,7 +213,8 @@ def cmd_schema(args: argparse.Namespace) -> int:
     from ..namespace.schema import dump_schema
 
     reg = _registry().namespaces
-    schema = reg.schema(args.namespace)
+    usage = "amanda schema {ns}" + (f" {args.op_type}" if args.op_type else "")
+    schema = _schema(reg, args.namespace, usage=usage)
     if args.op_type:
         op = schema.get(args.op_type)
         if op is None:
@@ -127,7 +257,8 @@ def _human_bytes(n: int) -> str:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     warnings: list[str] = []
-    graph = load_model(args.file, warnings)
+    inputs, outputs = _specs(args)
+    graph = load_model(args.file, warnings, inputs=inputs, outputs=outputs)
     info = summarize(graph)
     if args.json:
         info["warnings"] = warnings
@@ -159,8 +290,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     namespace = args.namespace or graph.namespace
     if namespace is None:
         raise AmandaError(f"{args.file}: the graph has no namespace; give one with --namespace")
-    resolved = reg.resolve(namespace)
-    problems = validate(graph, reg, resolved if args.namespace else None)
+    resolved = _resolve(reg, namespace, usage="amanda validate FILE --namespace {ns}")
+    with _Progress(f"generating the schema of {resolved} from the installed framework (first use)"):
+        problems = validate(graph, reg, resolved if args.namespace else None)
     errors = [p for p in problems if p.severity == "error"]
     notes = [f"warning: {w}" for w in warnings] + [str(p) for p in problems if p.severity != "error"]
     if args.strict:
@@ -182,29 +314,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def save_model(graph: Graph, path: str) -> list[str]:
-    """Write a graph as YAML or in any format a plugin exports (chosen by the file extension); atomic."""
-    lower = path.lower()
-    if lower.endswith((".yaml", ".yml")):
-        from ..serialization.graph_yaml import save_graph
-
-        return save_graph(graph, path)
-    reg = _registry()
-    by_ext = [e for e, _ in reg.exporters if e.handles_path(path)]
-    if not by_ext:
-        known = sorted({x for e, _ in reg.exporters for x in e.extensions} | {".yaml", ".yml"})
-        raise AmandaError(f"{path}: no exporter writes this kind of file (known extensions: {', '.join(known)}); "
-                          "is the plugin for its framework installed?")
-    ns = graph.namespace or ""
-    for exporter in by_ext:
-        if ns and exporter.handles_namespace(ns):
-            exporter.save(graph, path)
-            return [path]
-    names = ", ".join(f"{e.name} ({e.namespace})" for e in by_ext)
-    raise AmandaError(f"{path}: the graph is in {ns or 'no namespace'}, which no exporter for this file type writes "
-                      f"({names}); convert it first with --to")
-
-
 def _tables(args: argparse.Namespace, reg: Any) -> list[Any]:
     from ..mapping import check_table, load_table, registered_tables
 
@@ -218,22 +327,85 @@ def _tables(args: argparse.Namespace, reg: Any) -> list[Any]:
         errors, _notes = check_table(table, reg.namespaces)
         problems.extend(str(e) for e in errors)
     if problems:
-        raise AmandaError(f"{len(problems)} problem(s) in the given table(s):\n  " + "\n  ".join(problems))
+        raise AmandaError(f"{len(problems)} problem(s) in the given table(s): " + "; ".join(problems))
     return user + ([] if args.no_plugin_tables else registered_tables(reg))
 
 
-def cmd_convert(args: argparse.Namespace) -> int:
-    from ..mapping import convert
-    from ..namespace.validate import validate
+def _reachable(source: str, tables: Sequence[Any], reg: Any) -> list[str]:
+    """Every namespace some chain of ``tables`` leads to from ``source`` (for the message when none reaches the
+    target), sorted by family and version."""
+    from ..errors import NamespaceError
+    from ..namespace.names import parse_namespace, parse_spec, version_key
 
+    seen = {source}
+    todo = [source]
+    while todo:
+        here = todo.pop()
+        for t in tables:
+            if not parse_spec(t.src).matches(here):
+                continue
+            try:
+                nxt = reg.resolve(t.dst)
+            except NamespaceError:
+                nxt = t.dst if parse_spec(t.dst).exact is not None else None
+            if nxt is not None and nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    seen.discard(source)
+
+    def key(name: str) -> tuple[Any, ...]:
+        try:
+            n = parse_namespace(name)
+            return (n.family, version_key(n.version))
+        except Exception:
+            return (name, ())
+
+    return sorted(seen, key=key)
+
+
+def _grouped(names: Sequence[str]) -> str:
+    """``amanda/onnx/{1-10, 12-28}, amanda/tensorflow/2.21.0``."""
+    from ..namespace.names import parse_namespace
+
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        try:
+            n = parse_namespace(name)
+            groups.setdefault(n.family, []).append(n.version)
+        except Exception:
+            groups.setdefault(name, [])
+    parts = []
+    for family, versions in groups.items():
+        if not versions:
+            parts.append(family)
+        elif len(versions) == 1:
+            parts.append(f"{family}/{versions[0]}")
+        else:
+            parts.append(f"{family}/{{{_ranges(versions)}}}")
+    return ", ".join(parts)
+
+
+def _explain_so_far(result: Any, args: argparse.Namespace) -> None:
+    if args.explain:
+        print(result.explain() or "no table applied: the graph is already in the target namespace")
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    from ..io import check_output_path
+    from ..mapping import ConversionError, convert
+
+    reg = _registry()
+    check_output_path(args.output_file, reg)  # before any work: a missing folder, a folder, an unknown format
     warnings: list[str] = []
-    graph = load_model(args.input, warnings)
+    inputs, outputs = _specs(args)
+    graph = load_model(args.input_model, warnings, inputs=inputs, outputs=outputs)
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
-    reg = _registry()
     if graph.namespace is None:
-        raise AmandaError(f"{args.input}: the graph has no namespace, so no table can be chosen for it")
-    target = args.to or graph.namespace
+        raise AmandaError(f"{args.input_model}: the graph has no namespace, so no table can be chosen for it")
+    target = graph.namespace
+    if args.to:
+        target = _resolve(reg.namespaces, args.to, usage="--to {ns}") if _is_known_family(reg, args.to) else args.to
     tables = _tables(args, reg)
     inferred = ""
     inferer = reg.type_inferer_for(graph.namespace) if args.to and not args.no_infer_types else None
@@ -245,42 +417,186 @@ def cmd_convert(args: argparse.Namespace) -> int:
                   file=sys.stderr)
         else:
             inferred = f" ({n} value types inferred by {inferer.name})" if n else ""
-    result = convert(graph, target, tables, reg.namespaces, include_tags=args.tag or (),
-                     exclude_tags=args.exclude_tag or (), allow_partial=args.allow_partial, copy=False)
+    try:
+        result = convert(graph, target, tables, reg.namespaces, include_tags=args.tag or (),
+                         exclude_tags=_excluded_tags(args), allow_partial=True, copy=False)
+    except ConversionError as e:
+        if str(e).startswith("no chain of mapping tables"):
+            source = graph.namespace
+            try:
+                source = reg.namespaces.resolve(source)
+            except AmandaError:
+                pass
+            reach = _reachable(source, tables, reg.namespaces)
+            if args.explain:
+                print("no table applied: no chain of mapping tables reaches the target")
+            hint = f"; from {source} the tables reach {_grouped(reach)}" if reach else f"; no table reads {source}"
+            raise AmandaError(f"no chain of mapping tables leads from {source} to {target}{hint}") from None
+        raise
     out = result.graph
-    if args.explain:
-        print(result.explain() or "no table applied: the graph is already in the target namespace")
+    _sync_opset_attrs(out)
+    if result.unconverted and not args.allow_partial:
+        _explain_so_far(result, args)
+        left = result.unconverted
+        total = sum(n for _, _, n, _ in left)
+        kinds = "; ".join(f"{n} x {t} ({ns or 'no namespace'}, e.g. {', '.join(names[:3])})"
+                          for t, ns, n, names in left)
+        approx = "" if getattr(args, "allow_approximate", False) else _approximate_hint(left, tables)
+        raise AmandaError(f"{total} op(s) of {len(left)} type(s) were not converted to {result.target} (no rule "
+                          f"maps them exactly): {kinds}{approx}; nothing was written (--allow-partial keeps them "
+                          "as they are)")
+    _explain_so_far(result, args)
     if result.unconverted:
         total = sum(n for _, _, n, _ in result.unconverted)
+        _refuse_mixed_versions(result, args.output_file)
         print(f"warning: --allow-partial: {total} op(s) were left unconverted:", file=sys.stderr)
         for t, ns, n, names in result.unconverted:
             print(f"  {n} x {t} ({ns}), e.g. {', '.join(names)}", file=sys.stderr)
-    if result.steps and not args.no_validate and result.target not in reg.namespaces:
-        print(f"note: no schema is registered for {result.target}; the result was not validated", file=sys.stderr)
-    elif result.steps and not args.no_validate:
-        problems = [p for p in validate(out, reg.namespaces) if p.severity == "error"]
-        if result.unconverted:
-            left = {t for t, _, _, _ in result.unconverted}
-            problems = [p for p in problems if p.op_type not in left]
-        if problems:
-            lines = []
-            for p in problems[:50]:
-                made = ""
-                if p.op is not None:
-                    op = _find(out, p.op)
-                    if op is not None and op.provenance:
-                        made = f" [made by table {op.provenance[0]!r}, rule {op.provenance[1]!r}]"
-                lines.append(f"{p}{made}")
-            raise AmandaError(f"the converted graph breaks the schema of {result.target} ({len(problems)} "
-                              "problem(s)); nothing was written:\n  " + "\n  ".join(lines))
-    written = save_model(out, args.output)
+    _validate_result(result, reg, args)
+    written = save_model(out, args.output_file)
     if len(result.steps) > 2:
         chain = f"{result.steps[0].src} -> {result.steps[-1].dst} ({len(result.steps)} tables)"
     else:
         chain = " -> ".join([s.src for s in result.steps[:1]] + [s.dst for s in result.steps]) or str(out.namespace)
     n_ops = sum(1 for _ in out.walk())
-    print(f"{args.input}: {chain}: {n_ops} ops{inferred}; wrote {', '.join(written)}")
+    approx_note = ""
+    approx_ops = _approximations(result)
+    if approx_ops:
+        approx_note = f"; {approx_ops} op(s) by approximate decompositions (--allow-approximate)"
+    print(f"{args.input_model}: {chain}: {n_ops} ops{inferred}{approx_note}; wrote {', '.join(written)}")
+    if args.check:
+        return _check_files(args, args.input_model, written[0], inputs=inputs, outputs=outputs)
     return EXIT_OK
+
+
+def _is_known_family(reg: Any, name: str) -> bool:
+    from ..namespace.names import parse_spec
+
+    try:
+        return parse_spec(name).family in reg.namespaces.families()
+    except Exception:
+        return False
+
+
+def _excluded_tags(args: argparse.Namespace) -> list[str]:
+    tags = list(args.exclude_tag or ())
+    if not getattr(args, "allow_approximate", False):
+        tags.append("approximate")
+    return tags
+
+
+def _approximate_hint(left: Sequence[Any], tables: Sequence[Any]) -> str:
+    """'; --allow-approximate would convert Gelu (...)' when tagged approximate rules exist for these op types."""
+    types = {t for t, _, _, _ in left}
+    found = []
+    for table in tables:
+        for rule in getattr(table, "rules", {}).values() if isinstance(getattr(table, "rules", None), dict) \
+                else getattr(table, "rules", ()):
+            tags = set(getattr(rule, "tags", ()) or ())
+            if "approximate" not in tags:
+                continue
+            for t in _rule_types(rule):
+                if t in types and t not in found:
+                    found.append(t)
+    if not found:
+        return ""
+    return f"; --allow-approximate converts {', '.join(found)} by decompositions exact up to rounding (see --explain)"
+
+
+def _rule_types(rule: Any) -> list[str]:
+    keeps = getattr(rule, "src_types", None)
+    if keeps:
+        return list(keeps)
+    doc = getattr(rule, "doc", "") or ""
+    name = getattr(rule, "name", "") or ""
+    return [w for w in (doc + " " + name).replace(",", " ").split() if w[:1].isupper()]
+
+
+def _approximations(result: Any) -> int:
+    n = 0
+    for report in result.reports:
+        for r in report.rules:
+            if "approximate" in (getattr(r, "tags", ()) or ()):
+                n += r.matches
+    return n
+
+
+def _refuse_mixed_versions(result: Any, path: str) -> None:
+    """An output format that holds one version of a family cannot hold ops --allow-partial left at another."""
+    from ..namespace.names import parse_namespace
+
+    if path.lower().endswith((".yaml", ".yml")):
+        return
+    try:
+        target = parse_namespace(result.target)
+    except Exception:
+        return
+    stuck = []
+    for t, ns, n, _names in result.unconverted:
+        try:
+            other = parse_namespace(ns) if ns else None
+        except Exception:
+            continue
+        if other is not None and other.family == target.family and other.version != target.version:
+            stuck.append(f"{n} x {t} ({ns})")
+    if stuck:
+        ext = os.path.splitext(path)[1] or path
+        raise AmandaError(f"{path}: --allow-partial left {', '.join(stuck)}, but a {ext} file holds one version of "
+                          f"{target.family} ({result.target}); nothing was written: write a .yaml file to keep "
+                          "the mixed graph, or convert to a version that has these ops")
+
+
+def _sync_opset_attrs(graph: Graph) -> None:
+    """Keep a graph's record of its imported opset (``opset_import`` in its attributes, as the ONNX importer
+    writes it) in step with its namespace after a conversion."""
+    from ..namespace.names import parse_namespace
+
+    entries = graph.attrs.get("opset_import") if isinstance(graph.attrs, dict) else None
+    if not entries or graph.namespace is None:
+        return
+    try:
+        ns = parse_namespace(graph.namespace)
+    except Exception:
+        return
+    if ns.family != "amanda/onnx" or not ns.version.isdigit():
+        return
+    version = int(ns.version)
+    changed = False
+    new = []
+    for entry in entries:
+        if isinstance(entry, dict) and entry.get("domain", "") in ("", "ai.onnx") and entry.get("version") != version:
+            entry = {**entry, "version": version}
+            changed = True
+        new.append(entry)
+    if changed:
+        graph.attrs["opset_import"] = type(entries)(new) if isinstance(entries, list) else new
+
+
+def _validate_result(result: Any, reg: Any, args: argparse.Namespace) -> None:
+    from ..namespace.validate import validate
+
+    out = result.graph
+    if not result.steps or args.no_validate:
+        return
+    if result.target not in reg.namespaces:
+        print(f"note: no schema is registered for {result.target}; the result was not validated", file=sys.stderr)
+        return
+    with _Progress(f"generating the schema of {result.target} (first use)"):
+        problems = [p for p in validate(out, reg.namespaces) if p.severity == "error"]
+    if result.unconverted:
+        left = {t for t, _, _, _ in result.unconverted}
+        problems = [p for p in problems if p.op_type not in left]
+    if problems:
+        lines = []
+        for p in problems[:50]:
+            made = ""
+            if p.op is not None:
+                op = _find(out, p.op)
+                if op is not None and op.provenance:
+                    made = f" [made by table {op.provenance[0]!r}, rule {op.provenance[1]!r}]"
+            lines.append(f"{p}{made}")
+        raise AmandaError(f"the converted graph breaks the schema of {result.target} ({len(problems)} "
+                          "problem(s)); nothing was written: " + "; ".join(lines))
 
 
 def _find(graph: Graph, path: str) -> Any:
@@ -298,93 +614,112 @@ def cmd_tables(args: argparse.Namespace) -> int:
     rows = [{"name": t.name, "src": t.src, "dst": t.dst, "rules": len(t.rules), "plugin": t.plugin,
              "source": t.source, "carry": t.carry, "bidirectional": t.bidirectional} for t in tables]
     problems: list[str] = []
+    notes: list[str] = []
+    unchecked: list[str] = []
     if args.check:
         for t in tables:
-            errors, notes = check_table(t, reg.namespaces)
+            if not _schema_known(reg, t.src) or not _schema_known(reg, t.dst):
+                unchecked.append(t.name)
+            errors, table_notes = check_table(t, reg.namespaces)
             problems.extend(str(e) for e in errors)
-            problems.extend(f"note: {n}" for n in notes)
+            notes.extend(f"note: {n}" for n in table_notes)
+    n_rules = sum(r["rules"] for r in rows)
     if args.json:
-        print(json.dumps({"tables": rows, "problems": problems} if args.check else rows, indent=2))
+        if args.check:
+            print(json.dumps({"tables": rows, "problems": problems + notes,
+                              "checked": {"tables": len(rows), "rules": n_rules, "errors": len(problems),
+                                          "notes": len(notes), "without_schema": unchecked}}, indent=2))
+        else:
+            print(json.dumps(rows, indent=2))
+    elif args.check:
+        for p in problems + notes:
+            print(p)
+        schemas = f"; {len(unchecked)} table(s) with a namespace that has no registered schema were checked for " \
+                  f"syntax only ({', '.join(unchecked[:5])}{', ...' if len(unchecked) > 5 else ''})" if unchecked \
+            else ""
+        verdict = "no problems" if not problems else f"{len(problems)} problem(s)"
+        print(f"checked {len(rows)} table(s), {n_rules} rule(s) against the schemas of their namespaces (op "
+              f"types, ports, attributes, expressions): {verdict}, {len(notes)} note(s){schemas}")
     else:
         if not rows:
             print("no mapping tables registered (no plugin registers any)")
         for r in rows:
             print(f"{r['name']}: {r['src']} -> {r['dst']}  ({r['rules']} rule(s), plugin {r['plugin'] or '-'})")
-        for p in problems:
-            print(p)
-    return EXIT_INVALID if any(not p.startswith("note:") for p in problems) else EXIT_OK
+    return EXIT_INVALID if problems else EXIT_OK
 
 
-def _runner(graph: Graph, what: str) -> Any:
-    ns = graph.namespace or ""
-    for runner, _plugin in _registry().runners:
-        if ns and runner.handles_namespace(ns):
-            return runner
-    raise AmandaError(f"{what}: no installed plugin runs graphs of {ns or 'no namespace'}")
+def _schema_known(reg: Any, name: str) -> bool:
+    try:
+        reg.namespaces.resolve(name)
+        return True
+    except AmandaError:
+        return False
+
+
+def _dims(items: Sequence[str] | None) -> dict[str, int]:
+    dims: dict[str, int] = {}
+    for item in items or []:
+        name, eq, value = item.partition("=")
+        if not eq or not name.strip() or not value.strip().isdigit():
+            raise AmandaError(f"--dim takes NAME=SIZE (e.g. batch=4), got {item!r}")
+        dims[name.strip()] = int(value)
+    return dims
+
+
+def _check_files(args: argparse.Namespace, reference: str, candidate: str, *, inputs: Any = None,
+                 outputs: Any = None) -> int:
+    """Load both models, each from its own file (external data beside it), run and compare them."""
+    from ..check import compare_graphs, read_input_data
+
+    dims = _dims(args.dim)
+    data = read_input_data(args.input_data or ())
+    ref = load_model(reference, inputs=inputs, outputs=outputs, lenient=True)
+    cand = load_model(candidate, inputs=inputs, outputs=outputs, lenient=True)
+    report = compare_graphs(ref, cand, reference_name=reference, candidate_name=candidate, seed=args.seed,
+                            dims=dims, rtol=args.rtol, atol=args.atol, exact=args.exact, input_data=data)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        for line in report.lines():
+            print(line)
+    return EXIT_OK if report.ok else EXIT_INVALID
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Run two models on the same inputs with their frameworks' runtimes and compare the outputs."""
-    import numpy as np
-
-    dims: dict[str, int] = {}
-    for item in args.dim or []:
-        name, eq, value = item.partition("=")
-        if not eq or not value.strip().isdigit():
-            raise AmandaError(f"--dim takes NAME=SIZE, got {item!r}")
-        dims[name.strip()] = int(value)
-    ref, cand = load_model(args.reference), load_model(args.candidate)
-    run_ref, run_cand = _runner(ref, args.reference), _runner(cand, args.candidate)
-    inputs = run_ref.example_inputs(ref, args.seed, dims)
-    names_c = cand.input_ports.names()
-    if sorted(names_c) == sorted(inputs):
-        cand_inputs = dict(inputs)
-    elif len(names_c) == len(inputs):
-        cand_inputs = dict(zip(names_c, inputs.values()))  # same inputs, other names: by position
-    else:
-        raise AmandaError(f"the models take different inputs: {', '.join(inputs)} and {', '.join(names_c)}")
-    out_ref = list(run_ref.run(ref, inputs).items())
-    out_cand = list(run_cand.run(cand, cand_inputs).items())
-    if len(out_ref) != len(out_cand):
-        raise AmandaError(f"the models give {len(out_ref)} and {len(out_cand)} outputs")
-    rows = []
-    ok = True
-    for (name_a, a), (name_b, b) in zip(out_ref, out_cand):
-        a, b = np.asarray(a), np.asarray(b)
-        row: dict[str, Any] = {"output": name_a, "candidate_output": name_b, "shape": list(a.shape),
-                               "dtype": str(a.dtype)}
-        if a.shape != b.shape or a.dtype != b.dtype:
-            row.update(match=False, problem=f"{a.dtype}{list(a.shape)} against {b.dtype}{list(b.shape)}")
-        else:
-            same_bits = a.tobytes() == b.tobytes()
-            if a.dtype.kind in "fc" and a.size:
-                diff = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
-                close = bool(np.allclose(a, b, rtol=args.rtol, atol=args.atol, equal_nan=True))
-            else:
-                diff = 0.0 if same_bits else float("nan")
-                close = bool(np.array_equal(a, b))
-            row.update(max_abs_diff=diff, bit_identical=same_bits, match=same_bits if args.exact else close)
-        ok &= bool(row["match"])
-        rows.append(row)
-    if args.json:
-        print(json.dumps({"reference": args.reference, "candidate": args.candidate, "runner": run_ref.name,
-                          "inputs": {k: list(v.shape) for k, v in inputs.items()}, "outputs": rows, "match": ok},
-                         indent=2))
-    else:
-        shapes = ", ".join(f"{k}{list(v.shape)}" for k, v in inputs.items())
-        print(f"inputs (seed {args.seed}): {shapes}")
-        for r in rows:
-            if "problem" in r:
-                print(f"  {r['output']}: MISMATCH {r['problem']}")
-                continue
-            state = "bit-identical" if r["bit_identical"] else f"max abs diff {r['max_abs_diff']:.3g}"
-            print(f"  {r['output']}: {r['dtype']}{r['shape']} {state} -> {'ok' if r['match'] else 'MISMATCH'}")
-        tol = "bit for bit" if args.exact else f"rtol {args.rtol:g}, atol {args.atol:g}"
-        print(f"{'same outputs' if ok else 'outputs differ'} ({run_ref.name} / {run_cand.name}, {tol})")
-    return EXIT_OK if ok else EXIT_INVALID
+    inputs, outputs = _specs(args)
+    return _check_files(args, args.reference, args.candidate, inputs=inputs, outputs=outputs)
 
 
 # --------------------------------------------------------------------------- parser
+
+_DEBUG_HELP = "show the traceback of an error (accepted anywhere on the line)"
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=_DEBUG_HELP)
+
+
+def _model_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", action="append", metavar="SPEC",
+                   help="an input of a model whose file does not state it, as NAME:DTYPE[DIMS] (e.g. "
+                        "x:float32[batch,3,224,224]; x:int64[] is a scalar; dims are sizes or names) (repeatable; "
+                        "formats that state their inputs, like ONNX and YAML, take none)")
+    p.add_argument("--output", action="append", metavar="NAME",
+                   help="an output of the model to keep (repeatable; for formats that do not state their outputs)")
+
+
+def _check_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--dim", action="append", metavar="NAME=SIZE",
+                   help="size of a symbolic dimension, e.g. batch=4 (repeatable; default 1)")
+    p.add_argument("--input-data", action="append", metavar="NAME=FILE.npy|FILE.npz",
+                   help="feed this input with the array in a .npy file, or every input named in a .npz file, "
+                        "instead of random values (repeatable; needed for string and shape inputs)")
+    p.add_argument("--rtol", type=float, default=1e-5,
+                   help="relative tolerance: |candidate - reference| <= atol + rtol * |reference| (default 1e-5)")
+    p.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance (default 1e-6)")
+    p.add_argument("--exact", action="store_true", help="require bit-identical outputs")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -393,15 +728,15 @@ def build_parser() -> argparse.ArgumentParser:
         description="Convert neural-network graphs between frameworks through versioned namespaces "
                     "and mapping tables.",
     )
-    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("plugins", help="list the loaded plugins, their versions and hooks")
-    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("plugins", help="list the loaded plugins, their versions, hooks and what they read and write")
+    p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_plugins)
 
     p = sub.add_parser("namespaces", help="list every known namespace and version")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_namespaces)
 
     p = sub.add_parser("schema", help="print a namespace schema, or one op schema, as YAML")
@@ -411,26 +746,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_schema)
 
     p = sub.add_parser("inspect", help="summarize a graph or model file")
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("file", metavar="FILE", help="a YAML graph, a model file or folder, or pkg.module:factory")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    _model_options(p)
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("validate", help="check a graph against its namespace schema (exit 1 if invalid)")
     p.add_argument("file", metavar="FILE")
     p.add_argument("--namespace", metavar="NS", help="validate against this namespace instead of the graph's")
     p.add_argument("--strict", action="store_true", help="treat warnings as problems")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("convert", help="convert a graph or model to another namespace (or re-export it)")
-    p.add_argument("input", metavar="INPUT", help="a YAML graph or a model file a plugin imports")
+    p = sub.add_parser("convert", help="convert a graph or model to another namespace (or re-export it)",
+                       description="Convert a model through the shortest chain of mapping tables. INPUT may be "
+                                   "pkg.module:factory, which imports that module (current folder first) and "
+                                   "calls the factory: trusted code, like --trust-expressions.")
+    p.add_argument("input_model", metavar="INPUT",
+                   help="a YAML graph, a model file or folder a plugin imports, or pkg.module:factory")
     p.add_argument("--to", metavar="NAMESPACE", help="target namespace or range (default: the input's own)")
-    p.add_argument("-o", "--output", required=True, metavar="OUTPUT",
-                   help="output file; its extension picks the format (.yaml, or a plugin's)")
+    p.add_argument("-o", dest="output_file", required=True, metavar="OUTPUT",
+                   help="output file; its extension picks the format (.yaml, or a plugin's); a folder (ending "
+                        "in /) for formats that are folders")
+    _model_options(p)
     p.add_argument("--table", action="append", metavar="FILE", help="a mapping table file to use (repeatable)")
     p.add_argument("--tag", action="append", metavar="T", help="apply tagged rules only with one of these tags")
     p.add_argument("--exclude-tag", action="append", metavar="T", help="never apply rules with this tag")
     p.add_argument("--allow-partial", action="store_true", help="keep ops no rule converts (and say so)")
+    p.add_argument("--allow-approximate", action="store_true",
+                   help="also use decompositions that are exact only up to floating-point rounding (rules tagged "
+                        "approximate; --explain names each and its worst-case difference)")
     p.add_argument("--explain", action="store_true", help="print what each rule matched and produced")
     p.add_argument("--trust-expressions", action="store_true",
                    help="let --table files run their ${...} expressions (Python code)")
@@ -439,44 +784,62 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-infer-types", action="store_true",
                    help="do not run the source framework's type inference before converting (it lets rules that "
                         "depend on value types, like exact opset downgrades, see the types of intermediate values)")
+    p.add_argument("--check", action="store_true",
+                   help="after writing, run INPUT and OUTPUT on the same inputs as amanda check does (exit 1 if "
+                        "they differ)")
+    p.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    _check_options(p)
     p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("check", help="run two models on the same inputs and compare their outputs (exit 1 if "
-                                     "they differ)")
+                                     "they differ)",
+                       description="Run REFERENCE and CANDIDATE, each with the runtime of its own framework, on the "
+                                   "same inputs and compare their outputs, matched by name, then by position. "
+                                   "Exit status: 0 when every output is within tolerance, 1 when one is not, 2 on "
+                                   "an error.")
     p.add_argument("reference", metavar="REFERENCE", help="the original model")
     p.add_argument("candidate", metavar="CANDIDATE", help="the converted model")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
-    p.add_argument("--dim", action="append", metavar="NAME=SIZE", help="size of a symbolic dimension (default 1)")
-    p.add_argument("--rtol", type=float, default=1e-5)
-    p.add_argument("--atol", type=float, default=1e-6)
-    p.add_argument("--exact", action="store_true", help="require bit-identical outputs")
-    p.add_argument("--json", action="store_true")
+    _check_options(p)
+    p.add_argument("--json", action="store_true",
+                   help="print a JSON report (inputs, and per output the differences and the tolerance)")
+    _model_options(p)
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("tables", help="list the registered mapping tables")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--check", action="store_true", help="also check each table against the schemas")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--check", action="store_true",
+                   help="check each table against the schemas of its namespaces and print the result instead")
     p.set_defaults(func=cmd_tables)
 
     from ..regex.cli import add_match_command
 
     add_match_command(sub)
+    for name, sp in sub.choices.items():
+        del name
+        _common(sp)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help(sys.stderr)
-        return EXIT_ERROR
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
     try:
+        if _EARLY_HANDLER and signal.getsignal(signal.SIGINT) is _interrupted_early:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        if _started_as_the_command():
+            os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ start-up lines
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        debug = bool(getattr(args, "debug", False)) or debug
+        if not getattr(args, "func", None):
+            parser.print_help(sys.stderr)
+            return EXIT_ERROR
         return int(args.func(args))
     except AmandaError as e:
-        if args.debug:
+        if debug:
             traceback.print_exc()
         else:
-            print(f"amanda: error: {e}", file=sys.stderr)
+            print(f"amanda: error: {_one_line(str(e))}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("amanda: interrupted", file=sys.stderr)
@@ -484,12 +847,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return EXIT_OK
     except Exception as e:  # an internal error: still one line unless --debug
-        if args.debug:
+        if debug:
             traceback.print_exc()
         else:
-            print(f"amanda: internal error: {type(e).__name__}: {e} (run with --debug for the traceback)",
-                  file=sys.stderr)
+            print(f"amanda: internal error: {type(e).__name__}: {_one_line(str(e))} (run with --debug for the "
+                  "traceback)", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _one_line(text: str) -> str:
+    """An error message on one line: its lines joined with '; ' (a list stays readable, a traceback does not
+    print)."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return "; ".join(lines) if lines else "(no message)"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -2,15 +2,95 @@
 
 from __future__ import annotations
 
-__all__ = ["Importer", "Exporter", "Runner", "TypeInferer"]
+__all__ = ["Importer", "Exporter", "Runner", "TypeInferer", "InputSpec", "parse_input_spec", "INPUT_DTYPES"]
 
 import os
+import re
 from typing import Any, Callable
 
 import attrs
 
+from ..errors import AmandaError
 from ..ir.graph import Graph
 from ..namespace.names import parse_spec
+
+INPUT_DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
+                "uint32", "uint64", "bool", "complex64", "complex128")
+"""The element type names an :class:`InputSpec` takes (numpy's names; ``bfloat16`` as ml_dtypes spells it)."""
+
+
+@attrs.frozen
+class InputSpec:
+    """What the command line says about one input of a model whose file does not state it (``--input``).
+
+    ``dtype`` is a numpy-style name from :data:`INPUT_DTYPES` or None (unknown); ``shape`` is None (rank
+    unknown) or a tuple of dimensions, each an ``int`` or a ``str`` (a symbolic dimension, like ``batch``).
+    Importers that take ``inputs=`` (they list ``"inputs"`` in :attr:`Importer.load_options`) get a list of these.
+    """
+
+    name: str
+    dtype: str | None = None
+    shape: tuple[int | str, ...] | None = None
+
+    def __str__(self) -> str:
+        text = self.name
+        if self.dtype is not None or self.shape is not None:
+            text += ":" + (self.dtype or "")
+        if self.shape is not None:
+            text += "[" + ",".join(str(d) for d in self.shape) + "]"
+        return text
+
+
+_SPEC_TAIL = re.compile(r"^(?P<dtype>[A-Za-z_][A-Za-z0-9_]*)?(?:\[(?P<dims>[^\[\]]*)\])?$")
+_SYMBOL = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+
+
+def parse_input_spec(text: str) -> InputSpec:
+    """``"x:float32[batch,3,224,224]"`` -> ``InputSpec("x", "float32", ("batch", 3, 224, 224))``.
+
+    Forms: ``NAME`` (nothing known but the name), ``NAME:DTYPE`` (shape unknown), ``NAME:DTYPE[]`` (a scalar),
+    ``NAME:DTYPE[d0,d1,...]`` and ``NAME:[d0,...]`` (dtype unknown); a dimension is a size (``3``) or a
+    symbolic name (``batch``).  The name is everything before the last colon, so a TensorFlow tensor name with
+    its output index (``x:0``) is a name.  A malformed spec raises :class:`AmandaError` quoting it."""
+    raw = text
+    text = text.strip()
+    name, colon, tail = text.rpartition(":")
+    if not colon or tail.isdigit():  # "x" or "x:0"
+        name, tail = text, ""
+    elif not tail:
+        raise AmandaError(f"input spec {raw!r}: nothing after the colon; write NAME:DTYPE[DIMS], "
+                          "e.g. x:float32[batch,3,224,224]")
+    if not name:
+        raise AmandaError(f"input spec {raw!r}: no input name before the colon; write NAME:DTYPE[DIMS], "
+                          "e.g. x:float32[batch,3,224,224]")
+    if not tail:
+        return InputSpec(name)
+    m = _SPEC_TAIL.match(tail)
+    if m is None:
+        raise AmandaError(f"input spec {raw!r}: cannot read {tail!r}; write NAME:DTYPE[DIMS], "
+                          "e.g. x:float32[batch,3,224,224], x:int64[] or x:float32")
+    dtype = m.group("dtype")
+    if dtype is not None and dtype not in INPUT_DTYPES:
+        import difflib
+
+        close = difflib.get_close_matches(dtype, INPUT_DTYPES, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise AmandaError(f"input spec {raw!r}: unknown dtype {dtype!r}{hint}; dtypes: {', '.join(INPUT_DTYPES)}")
+    dims_text = m.group("dims")
+    if dims_text is None:
+        return InputSpec(name, dtype, None)
+    shape: list[int | str] = []
+    if dims_text.strip():
+        for d in dims_text.split(","):
+            d = d.strip()
+            if d.isdigit():
+                shape.append(int(d))
+            elif _SYMBOL.match(d):
+                shape.append(d)
+            else:
+                raise AmandaError(f"input spec {raw!r}: dimension {d!r} is neither a size (3) nor a symbolic "
+                                  "name (batch)")
+    return InputSpec(name, dtype, tuple(shape))
 
 
 @attrs.frozen
@@ -31,6 +111,10 @@ class Importer:
     framework_versions: str | None = None
     description: str = ""
     accepts: Callable[[Any], bool] | None = None
+    load_options: tuple[str, ...] = ()
+    """Keyword options of ``load`` that the command line may pass: ``"inputs"`` (a list of :class:`InputSpec`,
+    from ``--input``) and ``"outputs"`` (a list of output names, from ``--output``).  Formats whose files state
+    their inputs and outputs (ONNX, the YAML format) take neither."""
 
     def handles(self, source: Any) -> bool:
         if isinstance(source, (str, os.PathLike)):
@@ -45,7 +129,11 @@ class Exporter:
 
     ``save(graph, target, **options)``; ``namespace`` is the family or range
     of namespaces it can write.  Writes must be atomic: on failure no partial
-    file is left.
+    file is left (:func:`amanda_core.serialization.atomic_write`, and
+    :func:`amanda_core.serialization.atomic_directory` for formats that are
+    folders).  An exporter whose ``extensions`` include ``"/"`` writes
+    folders (a TensorFlow SavedModel): the command line hands it an output
+    path that ends in ``/`` or names an existing folder.
     """
 
     name: str
@@ -56,9 +144,16 @@ class Exporter:
     framework_versions: str | None = None
     description: str = ""
 
+    @property
+    def writes_directories(self) -> bool:
+        """Whether this exporter writes folders (its ``extensions`` include ``"/"``)."""
+        return "/" in self.extensions
+
     def handles_path(self, path: str | os.PathLike[str]) -> bool:
         p = os.fspath(path).lower()
-        return any(p.endswith(e) for e in self.extensions)
+        if self.writes_directories and (p.endswith(os.sep) or os.path.isdir(p)):
+            return True
+        return any(p.endswith(e) for e in self.extensions if e != "/")
 
     def handles_namespace(self, namespace: str) -> bool:
         spec = parse_spec(self.namespace)

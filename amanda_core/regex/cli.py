@@ -65,13 +65,46 @@ def _schema_for(namespace: str | None) -> tuple[NamespaceSchema | None, str | No
         return None, str(e)
 
 
+def _in_file(op: Any) -> dict[str, Any]:
+    """How the op can be found in the file it came from: its name when the file names it; otherwise (an
+    importer records ``meta["name"] = None`` for an op the file leaves unnamed, as ONNX nodes may be) the names
+    of the values it writes (``meta["outputs"]``) and its position among its graph's ops."""
+    meta = op.meta if isinstance(getattr(op, "meta", None), dict) else {}
+    if "name" not in meta or meta["name"] == op.name:
+        return {"name": op.name}
+    info: dict[str, Any] = {"name": meta["name"]}
+    outs = meta.get("outputs")
+    if isinstance(outs, dict):
+        info["outputs"] = [v for v in outs.values() if v]
+    graph = op.graph
+    if graph is not None:
+        for i, other in enumerate(graph.ops.values()):
+            if other is op:
+                info["index"] = i
+                break
+    return info
+
+
+def _label(op: Any) -> str:
+    info = _in_file(op)
+    if info["name"] == op.name and len(info) == 1:
+        return f"{op.name} ({op.type})"
+    where = []
+    if info.get("outputs"):
+        where.append("writes " + ", ".join(repr(v) for v in info["outputs"]))
+    if "index" in info:
+        where.append(f"op #{info['index']} of its graph")
+    named = f"named {info['name']!r} in the file" if info["name"] else "unnamed in the file"
+    return f"{op.type} ({named}; {'; '.join(where) or 'called ' + op.name + ' here'})"
+
+
 def _describe(m: Match) -> str:
-    return ", ".join(f"{key}={op.name} ({op.type})" for key, op in m.ops.items())
+    return ", ".join(f"{key}={_label(op)}" for key, op in m.ops.items())
 
 
 def cmd_match(args: argparse.Namespace) -> int:
     """Run ``amanda match`` with parsed arguments; errors are raised as AmandaError (exit 2 in ``main``)."""
-    from ..cli.main import load_model
+    from ..io import load_model
     from . import compile_query, match
 
     functions = dict(_load_function(spec) for spec in (args.function or ()))
@@ -84,7 +117,9 @@ def cmd_match(args: argparse.Namespace) -> int:
             print(f"note: op types are not checked against a schema ({why})", file=sys.stderr)
     found = match(graph, query, functions=functions, non_overlapping=not args.all, schema=schema)
     if args.json:
-        print(json.dumps([{"ops": [{"key": k, "name": op.name, "type": op.type} for k, op in m.ops.items()]}
+        print(json.dumps([{"ops": [{"key": k, "name": op.name, "type": op.type,
+                                    **({"in_file": _in_file(op)} if _in_file(op) != {"name": op.name} else {})}
+                                   for k, op in m.ops.items()]}
                           for m in found], indent=2))
     else:
         for m in found:

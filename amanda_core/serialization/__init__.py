@@ -1,7 +1,7 @@
 """Text and file formats of the core: the YAML graph format with its tensor sidecar file, safe YAML helpers,
 atomic file writing."""
 
-from .files import atomic_write, atomic_write_many
+from .files import atomic_directory, atomic_write, atomic_write_many
 from .graph_yaml import (
     INLINE_LIMIT,
     dump_graph,
@@ -15,6 +15,7 @@ from .graph_yaml import (
 
 __all__ = [
     "INLINE_LIMIT",
+    "atomic_directory",
     "atomic_write",
     "atomic_write_many",
     "dump_graph",

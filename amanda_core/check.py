@@ -1,0 +1,265 @@
+"""Running two models on the same inputs and comparing their outputs (``amanda check``, ``convert --check``).
+
+The reference and the candidate may be of different frameworks: each is run by the runner registered for its
+namespace (``amanda_runners``).  Inputs are made up by the reference's runner (random values of the declared
+types; symbolic dimensions from ``dims``, default 1) unless given (``input_data``: arrays by input name, read from
+``.npy``/``.npz`` files by :func:`read_input_data`).  The candidate gets the same values, by input name or, when
+the names differ, by position.  Outputs are matched by name, then by position.  Each output pair is reported with
+the largest absolute difference, that difference relative to the largest magnitude in the reference output, and
+the tolerance it was held to: ``|candidate - reference| <= atol + rtol * |reference|`` element by element (numpy's
+``allclose``), or bit for bit with ``exact``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["OutputComparison", "CheckReport", "compare_graphs", "read_input_data", "runner_for"]
+
+import os
+from typing import Any, Mapping, Sequence
+
+import attrs
+
+from .errors import AmandaError
+from .ir.graph import Graph
+
+
+@attrs.define
+class OutputComparison:
+    output: str
+    candidate_output: str
+    shape: list[int]
+    dtype: str
+    match: bool
+    bit_identical: bool = False
+    max_abs_diff: float | None = None
+    max_rel_diff: float | None = None  # max_abs_diff / the largest |reference| value
+    tolerance: str = ""
+    problem: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    def describe(self) -> str:
+        if self.problem is not None:
+            return f"{self.output}: MISMATCH {self.problem}"
+        if self.bit_identical:
+            state = "bit-identical"
+        else:
+            rel = "" if self.max_rel_diff is None else f", {self.max_rel_diff:.3g} of the largest reference value"
+            state = f"max abs diff {self.max_abs_diff:.3g}{rel} (tolerance {self.tolerance})"
+        name = self.output if self.output == self.candidate_output else f"{self.output} / {self.candidate_output}"
+        return f"{name}: {self.dtype}{self.shape} {state} -> {'ok' if self.match else 'MISMATCH'}"
+
+
+@attrs.define
+class CheckReport:
+    reference: str
+    candidate: str
+    reference_runner: str
+    candidate_runner: str
+    seed: int
+    inputs: dict[str, tuple[str, list[int]]]
+    given: list[str]
+    outputs: list[OutputComparison]
+    tolerance: str
+
+    @property
+    def ok(self) -> bool:
+        return all(o.match for o in self.outputs)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"reference": self.reference, "candidate": self.candidate, "runner": self.reference_runner,
+                "candidate_runner": self.candidate_runner, "seed": self.seed,
+                "inputs": {k: shape for k, (_, shape) in self.inputs.items()},
+                "input_dtypes": {k: dt for k, (dt, _) in self.inputs.items()}, "given_inputs": self.given,
+                "outputs": [o.to_json() for o in self.outputs], "tolerance": self.tolerance, "match": self.ok}
+
+    def lines(self) -> list[str]:
+        made = [k for k in self.inputs if k not in self.given]
+        shapes = ", ".join(f"{k}: {dt}{shape}" for k, (dt, shape) in self.inputs.items()) or "none"
+        where = []
+        if made:
+            where.append(f"made up with seed {self.seed}: {', '.join(made)}")
+        if self.given:
+            where.append(f"given: {', '.join(self.given)}")
+        out = [f"inputs {shapes} ({'; '.join(where) or 'none'})"]
+        out += [f"  {o.describe()}" for o in self.outputs]
+        runners = self.reference_runner if self.reference_runner == self.candidate_runner else \
+            f"{self.reference_runner} / {self.candidate_runner}"
+        out.append(f"{'same outputs' if self.ok else 'outputs differ'} ({runners}, {self.tolerance})")
+        return out
+
+
+def runner_for(graph: Graph, what: str, reg: Any = None) -> Any:
+    """The runner registered for the graph's namespace; a one-line error naming ``what`` when none is."""
+    if reg is None:
+        from .plugin.manager import registry
+
+        reg = registry()
+    ns = graph.namespace or ""
+    for runner, _plugin in reg.runners:
+        if ns and runner.handles_namespace(ns):
+            return runner
+    installed = ", ".join(f"{r.name} ({r.namespace})" for r, _ in reg.runners) or "none"
+    raise AmandaError(f"{what}: no installed plugin runs graphs of {ns or 'no namespace'} (runners: {installed})")
+
+
+def read_input_data(items: Sequence[str]) -> dict[str, Any]:
+    """``NAME=FILE.npy`` (one input), ``FILE.npz`` (one input per array, by its name in the archive), or
+    ``NAME=FILE.npz`` (an archive holding one array): the arrays by input name."""
+    import numpy as np
+
+    out: dict[str, Any] = {}
+
+    def load(path: str, item: str) -> Any:
+        if not os.path.exists(path):
+            raise AmandaError(f"--input-data {item!r}: {path}: no such file")
+        try:
+            return np.load(path, allow_pickle=False)
+        except ValueError as e:
+            if "pickle" in str(e).lower():
+                raise AmandaError(f"--input-data {item!r}: {path} holds Python objects (pickled), which are not "
+                                  "read; save strings as a numpy string array (dtype str)") from None
+            raise AmandaError(f"--input-data {item!r}: {path}: not a numpy .npy/.npz file ({e})") from None
+        except OSError as e:
+            raise AmandaError(f"--input-data {item!r}: {path}: cannot read it ({e})") from None
+
+    for item in items:
+        name, eq, path = item.partition("=")
+        if not eq:
+            name, path = "", item
+        name, path = name.strip(), path.strip()
+        if not path:
+            raise AmandaError(f"--input-data {item!r}: write NAME=FILE.npy or FILE.npz")
+        data = load(path, item)
+        if isinstance(data, np.lib.npyio.NpzFile):
+            with data:
+                arrays = {k: data[k] for k in data.files}
+            if name:
+                if len(arrays) != 1:
+                    raise AmandaError(f"--input-data {item!r}: {path} holds {len(arrays)} arrays "
+                                      f"({', '.join(arrays)}); give it without NAME= to feed each by its name")
+                arrays = {name: next(iter(arrays.values()))}
+        else:
+            if not name:
+                raise AmandaError(f"--input-data {item!r}: a .npy file holds one array: write NAME={path}")
+            arrays = {name: data}
+        for k, v in arrays.items():
+            if k in out:
+                raise AmandaError(f"--input-data: input {k!r} is given twice")
+            out[k] = v
+    return out
+
+
+def _run(runner: Any, graph: Graph, inputs: Mapping[str, Any], label: str) -> list[tuple[str, Any]]:
+    try:
+        outputs = runner.run(graph, dict(inputs))
+    except AmandaError as e:
+        text = str(e)
+        hint = ""
+        if "dimension" in text.lower() or "shape" in text.lower():
+            fed = ", ".join(f"{k}{list(getattr(v, 'shape', ()))}" for k, v in inputs.items())
+            hint = (f" (inputs fed: {fed}; a symbolic dimension is 1 unless set with --dim NAME=SIZE, or give the "
+                    "values with --input-data NAME=FILE.npy)")
+        raise AmandaError(f"{label}: {text}{hint}") from None
+    return list(outputs.items())
+
+
+def _pair_outputs(ref: list[tuple[str, Any]], cand: list[tuple[str, Any]], labels: tuple[str, str]
+                  ) -> list[tuple[str, Any, str, Any]]:
+    cand_by_name = dict(cand)
+    if all(n in cand_by_name for n, _ in ref) and len(ref) == len(cand):
+        return [(n, a, n, cand_by_name[n]) for n, a in ref]
+    if len(ref) == len(cand):
+        by_name = {n for n, _ in ref} & set(cand_by_name)
+        rest_c = [(n, b) for n, b in cand if n not in by_name]
+        pairs = []
+        it = iter(rest_c)
+        for n, a in ref:
+            if n in by_name:
+                pairs.append((n, a, n, cand_by_name[n]))
+            else:
+                m, b = next(it)
+                pairs.append((n, a, m, b))
+        return pairs
+    raise AmandaError(f"{labels[0]} gives {len(ref)} output(s) ({', '.join(n for n, _ in ref)}) and {labels[1]} "
+                      f"{len(cand)} ({', '.join(n for n, _ in cand)}); they cannot be compared")
+
+
+def _compare(name_a: str, a: Any, name_b: str, b: Any, rtol: float, atol: float, exact: bool) -> OutputComparison:
+    import numpy as np
+
+    a, b = np.asarray(a), np.asarray(b)
+    tol = "bit for bit" if exact else f"rtol {rtol:g}, atol {atol:g}"
+    row = OutputComparison(output=name_a, candidate_output=name_b, shape=list(a.shape), dtype=str(a.dtype),
+                           match=False, tolerance=tol)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        row.problem = f"reference {a.dtype}{list(a.shape)} against candidate {b.dtype}{list(b.shape)}"
+        return row
+    row.bit_identical = a.tobytes() == b.tobytes()
+    if a.dtype.kind in "fciub" and a.size:
+        x, y = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64), \
+            b.astype(np.complex128 if b.dtype.kind == "c" else np.float64)
+        both_nan = np.isnan(x) & np.isnan(y)
+        diff = np.where(both_nan, 0.0, np.abs(x - y))
+        diff = np.where(np.isnan(diff), np.inf, diff)
+        row.max_abs_diff = float(np.max(diff))
+        scale = np.abs(x[~np.isnan(x)])
+        largest = float(np.max(scale)) if scale.size else 0.0
+        row.max_rel_diff = row.max_abs_diff / largest if largest > 0 else (0.0 if row.max_abs_diff == 0 else None)
+        if a.dtype.kind in "fc":
+            close = bool(np.allclose(b, a, rtol=rtol, atol=atol, equal_nan=True))
+        else:
+            close = bool(np.array_equal(a, b))
+            row.tolerance = "exact (integer output)" if not exact else tol
+    else:
+        row.max_abs_diff = 0.0 if row.bit_identical else None
+        close = bool(np.array_equal(a, b))
+        row.tolerance = "equal values"
+    row.match = row.bit_identical if exact else close
+    return row
+
+
+def compare_graphs(reference: Graph, candidate: Graph, *, reference_name: str = "reference",
+                   candidate_name: str = "candidate", seed: int = 0, dims: Mapping[str, int] | None = None,
+                   rtol: float = 1e-5, atol: float = 1e-6, exact: bool = False,
+                   input_data: Mapping[str, Any] | None = None, reg: Any = None) -> CheckReport:
+    """Run both graphs on the same inputs and compare every output (see the module's doc)."""
+    import numpy as np
+
+    ref_label, cand_label = f"reference {reference_name}", f"candidate {candidate_name}"
+    run_ref = runner_for(reference, ref_label, reg)
+    run_cand = runner_for(candidate, cand_label, reg)
+    given = dict(input_data or {})
+    ref_names = reference.input_ports.names()
+    unknown = [k for k in given if k not in ref_names]
+    if unknown:
+        raise AmandaError(f"--input-data gives {', '.join(map(repr, unknown))}, which {ref_label} does not take "
+                          f"(its inputs: {', '.join(ref_names) or 'none'})")
+    inputs: dict[str, Any] = {}
+    if any(n not in given for n in ref_names):
+        try:
+            made = run_ref.example_inputs(reference, seed, dict(dims or {}))
+        except AmandaError as e:
+            raise AmandaError(f"{ref_label}: {e}; give the value with --input-data NAME=FILE.npy "
+                              "(or FILE.npz for several)") from None
+        inputs.update({k: v for k, v in made.items() if k not in given})
+    inputs.update(given)
+    order = [n for n in ref_names if n in inputs] + [n for n in inputs if n not in ref_names]
+    inputs = {n: inputs[n] for n in order}
+    names_c = candidate.input_ports.names()
+    if all(n in names_c for n in inputs) and len(names_c) >= len(inputs):
+        cand_inputs = dict(inputs)
+    elif len(names_c) == len(inputs):
+        cand_inputs = dict(zip(names_c, inputs.values()))  # the same inputs under other names: by position
+    else:
+        raise AmandaError(f"the models take different inputs: {ref_label} {', '.join(inputs) or 'none'}, "
+                          f"{cand_label} {', '.join(names_c) or 'none'}")
+    out_ref = _run(run_ref, reference, inputs, ref_label)
+    out_cand = _run(run_cand, candidate, cand_inputs, cand_label)
+    rows = [_compare(na, a, nb, b, rtol, atol, exact)
+            for na, a, nb, b in _pair_outputs(out_ref, out_cand, (ref_label, cand_label))]
+    shapes = {k: (str(np.asarray(v).dtype), list(np.asarray(v).shape)) for k, v in inputs.items()}
+    tol = "bit for bit" if exact else f"rtol {rtol:g}, atol {atol:g}"
+    return CheckReport(reference_name, candidate_name, run_ref.name, run_cand.name, seed, shapes,
+                       [k for k in inputs if k in given], rows, tol)
