@@ -263,9 +263,11 @@ class Converter:
             return ns is not None and src_spec.matches(ns)
 
         ctx = MatchContext(in_namespace=in_src, schema_of=lambda op: self.op_schema(op, inherited),
-                           parse_dtype=lambda port: self.parse_dtype(port, inherited), library=self.library)
+                           parse_dtype=lambda port: self.parse_dtype(port, inherited), library=self.library,
+                           constant_of=lambda op: self.registry.constant_value(op, op_namespace(op, inherited)))
         rctx = RewriteContext(table.name, dst_ns, dst_schema, ctx, family_same,
-                              lambda op: self.op_schema(op, inherited))
+                              lambda op: self.op_schema(op, inherited),
+                              lambda value: self.registry.make_constant(value, dst_ns))
         claimed: set[Op] = set()
         rewrote = False
         if rule.src.query is not None:

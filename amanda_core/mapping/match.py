@@ -29,6 +29,7 @@ import attrs
 
 from ..ir.compare import values_equal
 from ..ir.graph import Graph, InputPort, Op, Port
+from ..namespace.registry import NOT_CONSTANT
 from ..namespace.schema import NO_DEFAULT, OpSchema
 from .expr import ExpressionError
 from .table import EdgeSpec, OpPattern, Pattern, PortPattern, Rule, ValueSpec
@@ -69,6 +70,8 @@ class MatchContext:
     schema_of: Callable[[Op], OpSchema | None] = lambda op: None
     parse_dtype: Callable[[Port], Any] = lambda port: port.dtype
     library: Mapping[str, Any] = attrs.field(factory=dict)
+    constant_of: Callable[[Op], Any] = lambda op: NOT_CONSTANT
+    """The value of a constant op (``NOT_CONSTANT`` for any other op), as its namespace family defines it."""
 
     def env(self, graph: Graph, match: Match, pattern: Pattern | None = None) -> dict[str, Any]:
         """The names expressions see for a match."""
@@ -122,6 +125,25 @@ def resolve_port(op: Op, name: str, kind: str, schema: OpSchema | None) -> Port 
             if slot.name == name:
                 return ports[i] if i < len(ports) and _positional(ports[i].name, kind) is not None else None
     return None
+
+
+def const_input(op: Op, name: str, schema: OpSchema | None, constant_of: Callable[[Op], Any]) -> Any:
+    """The constant value input ``name`` of ``op`` receives: the value of the constant op feeding it, or, when the
+    port is absent or unfed, its schema default (None without one); ``NOT_CONSTANT`` when anything else feeds it."""
+    port = resolve_port(op, name, "in", schema)
+    source = port.source if isinstance(port, InputPort) else None
+    if source is None:
+        slot = schema.input(name) if schema is not None else None
+        if slot is None and schema is not None:
+            for s in schema.input_ports:
+                if s.accepts_name(name):
+                    slot = s
+                    break
+        return None if slot is None or slot.default is NO_DEFAULT else slot.default
+    producer = source.op
+    if producer is None:
+        return NOT_CONSTANT
+    return constant_of(producer)
 
 
 def group_ports(op: Op, name: str, kind: str, schema: OpSchema | None) -> list[Port]:
@@ -204,11 +226,22 @@ class _Search:
                         value = a.default
                 if not self.value_fits(spec, value, op, m, deferred):
                     return False
+        if pat.consts and not self.consts_fit(op, pat, m, deferred):
+            return False
         for plist, kind in ((pat.inputs, "in"), (pat.outputs, "out")):
             if plist and not self.ports_fit(op, pat, plist, kind, m, deferred):
                 return False
         if pat.body is not None:
             return self.body_fits(op, pat, m)
+        return True
+
+    def consts_fit(self, op: Op, pat: OpPattern, m: Match, deferred: list[tuple[ValueSpec, Any, Op]]) -> bool:
+        """Each port named in ``consts`` is fed by a constant op (its value) or is absent or unfed (its schema
+        default, None without one); a port fed by anything else does not fit."""
+        for name, spec in pat.consts.items():
+            value = const_input(op, name, self.schema(op), self.ctx.constant_of)
+            if value is NOT_CONSTANT or not self.value_fits(spec, value, op, m, deferred):
+                return False
         return True
 
     def body_fits(self, op: Op, pat: OpPattern, m: Match) -> bool:

@@ -39,6 +39,7 @@ import attrs
 from ..errors import AmandaError, GraphError
 from ..ir.graph import Graph, InputPort, Op, OutputPort, Port
 from ..namespace.names import parse_namespace
+from ..namespace.registry import NOT_CONSTANT, ConstantOp
 from ..namespace.schema import NO_DEFAULT, NamespaceSchema, OpSchema, PortSchema
 from .expr import ExpressionError
 from .match import Match, MatchContext, group_ports, resolve_port
@@ -73,6 +74,8 @@ class RewriteContext:
     match_ctx: MatchContext
     same_family: bool = False
     src_schema_of: Callable[[Op], OpSchema | None] = lambda op: None
+    make_constant: Callable[[Any], ConstantOp] | None = None
+    """How the target namespace writes a constant (for mapper ``consts``)."""
 
 
 @attrs.define
@@ -150,6 +153,8 @@ class _Applier:
         self.new_keys = [k for k in self.t.ops if k not in match.ops]
         self.new: dict[str, Op] = {}
         self.deferred_names: list[tuple[str, str]] = []  # (temporary name, name it takes after the removal)
+        self.dead_candidates: list[Op | None] = []  # constant ops that may go unread after the rewrite
+        self.consts_made: list[Op] = []
         last = match.ops[matched[-1]] if matched else None
         self.default_op = OpView(last, ctx.match_ctx.parse_dtype) if last is not None else None
 
@@ -324,6 +329,8 @@ class _Applier:
             (r,) = self.removed.values()
             count_in, count_out = len(r.input_ports), len(r.output_ports)
         for key in self.new_keys:
+            wanted_in[key].update(self.t.ops[key].consts)
+        for key in self.new_keys:
             tpl = self.t.ops[key]
             env = self.env_for(key)
             op_type = _eval(tpl.type, env, self.rule, self.m) if tpl.type is not None else None
@@ -416,11 +423,86 @@ class _Applier:
                 op.meta[mk] = _eval(spec, env, self.rule, self.m)
             if tpl.name is not None:
                 self.g.rename_op(op, self.new_name(key, tpl))
+            if new_type != old_type:
+                self.drop_const_ports(key, op, tpl)
             op.type = str(new_type) if new_type is not None else None
             op.attrs = attrs_new
             op.namespace = self.ctx.dst_namespace
             op.provenance = (self.ctx.table, self.rule.name)
             self.rename_ports(op, tpl, env, new_type != old_type)
+
+    def drop_const_ports(self, key: str, op: Op, tpl: OpTemplate) -> None:
+        """An op whose type changes loses the inputs its matcher read as constants (``consts``), unless the mapper
+        lists them: their values went into the rewrite (the constant ops, now unread, are swept)."""
+        pat = self.rule.src.ops.get(key)
+        if pat is None or not pat.consts:
+            return
+        listed = {n for n, _ in tpl.inputs} if tpl.inputs is not None else set()
+        named = {e.dst.port for e in self.t.edges if e.dst.op == key} | {e.src.port for e in self.t.edges
+                                                                           if e.src.op == key}
+        schema = self.ctx.src_schema_of(op)
+        for name in pat.consts:
+            if name in listed or name in named:
+                continue
+            port = resolve_port(op, name, "in", schema)
+            if not isinstance(port, InputPort):
+                continue
+            if port.source is not None:
+                self.dead_candidates.append(port.source.op)
+                self.g.disconnect(port)
+            op.remove_input_port(port)
+
+    def feed_consts(self) -> None:
+        """Mapper ``consts``: a new constant op of the target namespace feeds each named input (None: unfed)."""
+        for key, tpl in self.t.ops.items():
+            if not tpl.consts:
+                continue
+            op = self.new.get(key) or self.kept.get(key)
+            if op is None:
+                continue
+            env = self.env_for(key)
+            schema = self.dst_schema(op.type)
+            for name, spec in tpl.consts.items():
+                value = _eval(spec, env, self.rule, self.m)
+                port = resolve_port(op, name, "in", schema)
+                if value is None:
+                    if isinstance(port, InputPort) and port.source is not None:
+                        self.dead_candidates.append(port.source.op)
+                        self.g.disconnect(port)
+                    continue
+                if self.ctx.make_constant is None:
+                    raise self.fail(f"mapper op {key!r}: consts need a target namespace that says how to write a "
+                                    "constant")
+                try:
+                    made = self.ctx.make_constant(value)
+                except AmandaError as e:
+                    raise self.fail(f"mapper op {key!r}, consts {name!r}: {e}") from None
+                if not isinstance(port, InputPort):
+                    port = op.add_input_port(name, index=_slot_index(op, name, schema))
+                elif port.source is not None:
+                    self.dead_candidates.append(port.source.op)
+                const = self.g.add_op(made.type, self.g.unique_name(f"{op.name}_{name}"), attrs=dict(made.attrs),
+                                      namespace=self.ctx.dst_namespace, outputs=[made.port])
+                const.provenance = (self.ctx.table, self.rule.name)
+                self.g.connect(const.output_ports[0], port, replace=True)
+                self.consts_made.append(const)
+
+    def sweep(self) -> list[str]:
+        """Constant ops that fed the match and that nothing reads any more are removed."""
+        names = []
+        constant_of = self.ctx.match_ctx.constant_of
+        seen: set[int] = set()
+        for op in self.dead_candidates:
+            if op is None or id(op) in seen or op.graph is not self.g:
+                continue
+            seen.add(id(op))
+            if any(q.consumers for q in op.output_ports) or any(True for _ in op.control_outputs):
+                continue
+            if constant_of(op) is NOT_CONSTANT:
+                continue
+            names.append(op.name)
+            self.g.remove_op(op)
+        return names
 
     def rename_ports(self, op: Op, tpl: OpTemplate, env: dict[str, Any], type_changed: bool) -> None:
         """Ports the mapper lists take those names (by position); otherwise, when the type changed or a port's name
@@ -563,19 +645,23 @@ class _Applier:
             return None
         fed_by_removed = [p for op in self.kept.values() for p in op.input_ports
                           if p.source is not None and p.source.op in self.removed_set]
+        self.dead_candidates.extend(p.source.op for op in self.removed.values() for p in op.input_ports
+                                    if p.source is not None and p.source.op not in self.removed_set)
         self.create()
         self.update()
+        self.feed_consts()
         self.connect_edges()
         if self.positional():
             self.carry_by_position()
         self.control()
         removed = self.remove()
+        removed.extend(self.sweep())
         for temp, name in self.deferred_names:
             if name not in self.g.ops and temp in self.g.ops:
                 self.g.rename_op(temp, name)
         self.unfed_after(fed_by_removed)
         self.g._touch()  # types and attributes changed in place: caches keyed by the graph's version must go
-        return Rewrite(list(self.new.values()), list(self.kept.values()), removed)
+        return Rewrite(list(self.new.values()) + self.consts_made, list(self.kept.values()), removed)
 
 
 def _rename_ports(op: Op, kind: str, ports: list[Any], names: list[str], dtypes: list[Any]) -> None:
@@ -594,6 +680,23 @@ def _rename_ports(op: Op, kind: str, ports: list[Any], names: list[str], dtypes:
     for n, dt in zip(names[len(ports):], dtypes[len(ports):]):
         add = op.add_input_port if kind == "in" else op.add_output_port
         add(n, _as_dtype_text(dt))
+
+
+def _slot_index(op: Op, name: str, schema: OpSchema | None) -> int | None:
+    """Where a new input port ``name`` goes among ``op``'s inputs: after every port whose schema slot comes before
+    its own (the end when the schema does not say)."""
+    if schema is None:
+        return None
+    order = {s.name: i for i, s in enumerate(schema.input_ports)}
+    mine = order.get(name)
+    if mine is None:
+        return None
+    index = 0
+    for i, p in enumerate(op.input_ports):
+        pos = order.get(p.name)
+        if pos is None or pos < mine:
+            index = i + 1
+    return index
 
 
 def keeps_only(rule: Rule) -> bool:

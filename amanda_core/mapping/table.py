@@ -127,6 +127,9 @@ class OpPattern:
     line: int | None = field(default=None, eq=False)
     body: Pattern | None = None
     """Ops and edges that must match somewhere in the op's body (the op contains a graph)."""
+    consts: Mapping[str, ValueSpec] = field(factory=dict)
+    """Input ports whose value must be a constant (fed by a constant op, or absent and taking its schema default),
+    and what that value must be or is captured as."""
 
 
 @frozen
@@ -184,6 +187,8 @@ class OpTemplate:
     line: int | None = field(default=None, eq=False)
     body: Template | None = None
     """Ops and edges of the graph a new op contains (edges name the op's own ports as ``graph.<port>``)."""
+    consts: Mapping[str, ValueSpec] = field(factory=dict)
+    """Input ports fed by a new constant op of the target namespace, with the value each is given."""
 
 
 @frozen
@@ -217,7 +222,8 @@ class Rule:
         return (t.transform is None and not t.edges and self.src.query is None and set(t.ops) == set(self.src.ops)
                 and all(tpl.type is None and tpl.name is None and not tpl.attrs and tpl.keep_attrs is None
                         and tpl.inputs is None and tpl.outputs is None and not tpl.meta and tpl.body is None
-                        for tpl in t.ops.values()))
+                        and not tpl.consts for tpl in t.ops.values())
+                and not any(p.consts for p in self.src.ops.values()))
 
 
 @define(eq=False)
@@ -309,9 +315,11 @@ def _has_expressions(value: Any) -> bool:
 _TABLE_KEYS = ("name", "src", "dst", "rules", "tags", "carry", "bidirectional", "description")
 _RULE_KEYS = ("src", "dst", "apply_after", "tags", "commutative", "repeat", "description")
 _MATCHER_KEYS = ("ops", "edges", "where", "query")
-_OP_MATCHER_KEYS = ("type", "name", "attrs", "input_ports", "output_ports", "commutative", "ops", "edges")
+_OP_MATCHER_KEYS = ("type", "name", "attrs", "consts", "input_ports", "output_ports", "commutative", "ops",
+                    "edges")
 _MAPPER_KEYS = ("ops", "edges", "remove", "fuse", "inline")
-_OP_MAPPER_KEYS = ("type", "name", "attrs", "keep_attrs", "input_ports", "output_ports", "meta", "ops", "edges")
+_OP_MAPPER_KEYS = ("type", "name", "attrs", "consts", "keep_attrs", "input_ports", "output_ports", "meta", "ops",
+                   "edges")
 
 
 class _Parser:
@@ -434,6 +442,7 @@ class _Parser:
     def op_pattern(self, key: str, spec: Any, path: tuple[Any, ...]) -> OpPattern:
         spec = self.mapping(spec, path, f"op matcher {key!r}", _OP_MATCHER_KEYS)
         attrs_d = self.mapping(spec.get("attrs"), path + ("attrs",), "attrs")
+        consts_d = self.mapping(spec.get("consts"), path + ("consts",), "consts")
         comm = spec.get("commutative", False)
         if not isinstance(comm, bool):
             comm = self.strings(comm, path + ("commutative",), "commutative")
@@ -449,6 +458,7 @@ class _Parser:
             inputs=self.port_patterns(spec.get("input_ports"), path + ("input_ports",)),
             outputs=self.port_patterns(spec.get("output_ports"), path + ("output_ports",)),
             commutative=comm, line=line.line if line else None, body=body,
+            consts={str(k): self.value(v, path + ("consts", k)) for k, v in consts_d.items()},
         )
 
     def pattern(self, spec: Any, path: tuple[Any, ...]) -> Pattern:
@@ -500,6 +510,7 @@ class _Parser:
         spec = self.mapping(spec, path, f"op mapper {key!r}", _OP_MAPPER_KEYS)
         attrs_d = self.mapping(spec.get("attrs"), path + ("attrs",), "attrs")
         meta_d = self.mapping(spec.get("meta"), path + ("meta",), "meta")
+        consts_d = self.mapping(spec.get("consts"), path + ("consts",), "consts")
         keep = spec.get("keep_attrs")
         if keep is not None and not isinstance(keep, bool):
             keep = self.strings(keep, path + ("keep_attrs",), "keep_attrs")
@@ -523,6 +534,7 @@ class _Parser:
             outputs=self.port_templates(spec.get("output_ports"), path + ("output_ports",)),
             meta={str(k): self.value(v, path + ("meta", k)) for k, v in meta_d.items()},
             line=line.line if line else None,
+            consts={str(k): self.value(v, path + ("consts", k)) for k, v in consts_d.items()},
         )
 
     def template(self, spec: Any, path: tuple[Any, ...]) -> Template:

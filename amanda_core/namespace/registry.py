@@ -19,14 +19,42 @@ builds ``amanda/onnx/N``.
 
 from __future__ import annotations
 
-__all__ = ["NamespaceProvider", "StaticNamespaces", "NamespaceRegistry"]
+__all__ = ["NamespaceProvider", "StaticNamespaces", "NamespaceRegistry", "ConstantOp", "NOT_CONSTANT"]
 
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+import attrs
 
 from ..errors import NamespaceError
 from .names import is_within, parse_namespace, parse_spec, version_key
 from .schema import NamespaceSchema
 from .types import TypeSystem, TypeSystemRegistry
+
+if TYPE_CHECKING:
+    from ..ir.graph import Op
+
+
+class _NotConstant:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NOT_CONSTANT"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+NOT_CONSTANT: Any = _NotConstant()
+"""What :meth:`NamespaceProvider.constant_value` returns for an op that is not a constant."""
+
+
+@attrs.frozen
+class ConstantOp:
+    """How a family writes a constant: an op of ``type`` with ``attrs``, whose output port ``port`` gives it."""
+
+    type: str
+    attrs: dict[str, Any]
+    port: str
 
 
 class NamespaceProvider:
@@ -45,6 +73,16 @@ class NamespaceProvider:
     def schema(self, version: str | None) -> NamespaceSchema:
         """The namespace schema of ``family/version``."""
         raise NamespaceError(f"{type(self).__name__} gives no schemas")
+
+    def constant_value(self, op: Op) -> Any:
+        """The value ``op`` stands for if it is one of this family's constants (torch ``prim::Constant``, ONNX
+        ``Constant`` and ``Initializer``, TF ``Const``), as mapping rules read it (``consts:``): plain Python for
+        literals, numpy arrays for tensors; :data:`NOT_CONSTANT` otherwise."""
+        return NOT_CONSTANT
+
+    def make_constant(self, value: Any, version: str | None) -> ConstantOp | None:
+        """How to write ``value`` as a constant op of ``family/version`` (None: this family cannot)."""
+        return None
 
 
 class StaticNamespaces(NamespaceProvider):
@@ -94,6 +132,30 @@ class NamespaceRegistry:
 
     def add_type_system(self, ts: TypeSystem) -> None:
         self.type_systems.add(ts)
+
+    def constant_value(self, op: Op, namespace: str | None) -> Any:
+        """The value of ``op`` if the family of ``namespace`` (the op's namespace) counts it as a constant, else
+        :data:`NOT_CONSTANT`."""
+        if namespace is None:
+            return NOT_CONSTANT
+        try:
+            family = parse_namespace(namespace).family
+        except NamespaceError:
+            return NOT_CONSTANT
+        for provider, _plugin in self.providers(family):
+            value = provider.constant_value(op)
+            if value is not NOT_CONSTANT:
+                return value
+        return NOT_CONSTANT
+
+    def make_constant(self, value: Any, namespace: str) -> ConstantOp:
+        """The constant op that gives ``value`` in ``namespace``; an error if its family has no constants."""
+        n = parse_namespace(namespace)
+        for provider, _plugin in self.providers(n.family):
+            made = provider.make_constant(value, n.version)
+            if made is not None:
+                return made
+        raise NamespaceError(f"no registered provider of {n.family} says how to write a constant")
 
     def families(self) -> list[str]:
         return sorted(self._providers)

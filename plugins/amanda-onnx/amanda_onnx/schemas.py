@@ -87,6 +87,7 @@ import numpy as np
 from amanda_core.errors import NamespaceError
 from amanda_core.namespace import NO_DEFAULT, AttrSchema, NamespaceProvider, NamespaceSchema, OpSchema, PortSchema
 from amanda_core.namespace.cache import cache_dir, cached_json
+from amanda_core.namespace.registry import NOT_CONSTANT, ConstantOp
 
 from .dtypes import dtype_from_type_proto
 from .structural import structural_op_schemas
@@ -383,6 +384,32 @@ class OnnxNamespaces(NamespaceProvider):
                 self._schemas[n] = found
             return found
 
+    def constant_value(self, op: Any) -> Any:
+        """``Initializer`` ops (not those that are also graph inputs) and ``Constant`` nodes are constants: their
+        tensor as a numpy array (``value_float``, ``value_ints`` ... as the array they stand for)."""
+        if self.domain != DEFAULT_DOMAIN:
+            return NOT_CONSTANT
+        t = op.type
+        if t == "Initializer":
+            if op.attrs.get("graph_input"):
+                return NOT_CONSTANT
+            return _array(op.attrs.get("value"))
+        if t == "Constant":
+            a = op.attrs
+            for key, dtype in (("value", None), ("value_float", "float32"), ("value_floats", "float32"),
+                               ("value_int", "int64"), ("value_ints", "int64"), ("value_string", "object"),
+                               ("value_strings", "object")):
+                if key in a:
+                    return _array(a[key], dtype)
+        return NOT_CONSTANT
+
+    def make_constant(self, value: Any, version: str | None) -> ConstantOp | None:
+        """A ``Constant`` node whose ``value`` is ``value`` as a tensor: numpy arrays as they are, Python ints (and
+        lists of them) as int64, floats as float32, bools as bool."""
+        if self.domain != DEFAULT_DOMAIN:
+            return None
+        return ConstantOp("Constant", {"value": _array(value)}, "output")
+
     def _build(self, n: int) -> NamespaceSchema:
         data = domain_data(self.domain)
         ops = []
@@ -398,6 +425,31 @@ class OnnxNamespaces(NamespaceProvider):
             ops.extend(structural_op_schemas())
         return NamespaceSchema(f"{self.family}/{n}", ops, default_type_system=TYPE_SYSTEM,
                                meta={"onnx_version": onnx_version(), "domain": self.domain, "opset": n})
+
+
+def _array(value: Any, dtype: str | None = None) -> Any:
+    """A read-only numpy array for a constant's value (lazy tensors are loaded)."""
+    import numpy as np
+
+    if value is None:
+        return None
+    if hasattr(value, "numpy") and not isinstance(value, np.ndarray):
+        value = value.numpy()
+    if isinstance(value, np.ndarray):
+        return value
+    if dtype is None:
+        flat = value
+        while isinstance(flat, (list, tuple)) and flat:
+            flat = flat[0]
+        if isinstance(flat, bool):
+            dtype = "bool"
+        elif isinstance(flat, int):
+            dtype = "int64"
+        elif isinstance(flat, float):
+            dtype = "float32"
+    arr = np.asarray(value, dtype=dtype)
+    arr.flags.writeable = False
+    return arr
 
 
 def namespace_providers() -> list[OnnxNamespaces]:

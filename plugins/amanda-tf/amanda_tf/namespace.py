@@ -12,10 +12,10 @@ from __future__ import annotations
 
 __all__ = ["TensorFlowNamespaces"]
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from amanda_core.errors import NamespaceError
-from amanda_core.namespace.registry import NamespaceProvider
+from amanda_core.namespace.registry import NOT_CONSTANT, ConstantOp, NamespaceProvider
 from amanda_core.namespace.schema import NamespaceSchema
 
 from .framework import DISTRIBUTIONS, INSTALL_HINT, TensorFlowMissingError, find_tensorflow, same_release
@@ -64,4 +64,27 @@ class TensorFlowNamespaces(NamespaceProvider):
         if self._schema is None:
             self._schema = build_schema(load_schema_data(installed, self.distributions))
         return self._schema
+
+    def constant_value(self, op: Any) -> Any:
+        """``Const`` ops are constants: their ``value`` tensor."""
+        if op.type == "Const" and "value" in op.attrs:
+            value = op.attrs["value"]
+            return value.numpy() if hasattr(value, "numpy") and not hasattr(value, "dtype") else value
+        return NOT_CONSTANT
+
+    def make_constant(self, value: Any, version: str | None) -> ConstantOp:
+        """A ``Const`` op holding ``value`` as a tensor (Python ints as int64 ... floats as float32), with its
+        ``dtype`` attribute."""
+        import numpy as np
+
+        from .dtypes import dtype_from_numpy
+
+        if not isinstance(value, np.ndarray):
+            flat = value
+            while isinstance(flat, (list, tuple)) and flat:
+                flat = flat[0]
+            dtype = ("bool" if isinstance(flat, bool) else "int64" if isinstance(flat, int)
+                     else "float32" if isinstance(flat, float) else None)
+            value = np.asarray(value, dtype=dtype)
+        return ConstantOp("Const", {"value": value, "dtype": dtype_from_numpy(value.dtype)}, "output")
 
