@@ -17,7 +17,9 @@ import operator
 import re
 from typing import Any
 
-from .program import Attr, Call, Program, Ref
+from amanda_core.errors import AmandaError
+
+from .program import Attr, Call, Program, Ref, Sub
 
 FUNCTIONAL: dict[str, tuple[str, int]] = {
     "aten::conv1d.default": ("F.conv1d", 7),
@@ -40,7 +42,7 @@ or with ``self`` by name, keeps the ATen spelling)."""
 def _literal(value: Any) -> str:
     import torch
 
-    if isinstance(value, Ref):
+    if isinstance(value, (Ref, Sub)):
         return value.name
     if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
         return repr(value)
@@ -70,6 +72,10 @@ def _literal(value: Any) -> str:
 def _callee(call: Call) -> str:
     if call.fn is operator.getitem:
         return ""
+    if call.qualname == "higher_order::cond":
+        return "torch.cond"
+    if call.qualname == "higher_order::while_loop":
+        return "torch.ops.higher_order.while_loop"
     functional = FUNCTIONAL.get(call.qualname)
     if functional is not None and len(call.args) <= functional[1] and "self" not in call.kwargs:
         return functional[0]
@@ -146,6 +152,34 @@ def _buffer(root: torch.nn.Module, target: str, value: torch.Tensor, persistent:
 '''
 
 
+def _subs(value: Any, into: list[Sub]) -> None:
+    if isinstance(value, Sub):
+        for call in value.program.calls:
+            for a in call.args:
+                _subs(a, into)
+        into.append(value)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _subs(v, into)
+
+
+def _function(sub: Sub) -> list[str]:
+    """A branch or loop body as a module-level function."""
+    program = sub.program
+    if program.attrs:
+        raise AmandaError(f"op {program.attrs[0].op!r}: a tensor held inside a branch or loop body "
+                          f"({program.attrs[0].target}) cannot be written as Python yet")
+    params = ", ".join(ref.name for _, ref, _ in program.inputs)
+    lines = [f"def {sub.name}({params}):"]
+    lines += ["    " + _call_line(c) for c in program.calls]
+    results = [_literal(v) for _, v, _ in program.outputs]
+    if sub.tuple_output:
+        lines.append("    return (" + ", ".join(results) + ("," if len(results) == 1 else "") + ")")
+    else:
+        lines.append("    return " + results[0])
+    return ["", ""] + lines
+
+
 def module_source(program: Program, weights_file: str, class_name: str = "Model", title: str = "") -> str:
     """The text of a Python module computing ``program``; its weights are read from ``weights_file`` (a path
     relative to the module file)."""
@@ -168,7 +202,14 @@ def module_source(program: Program, weights_file: str, class_name: str = "Model"
              "import torch.nn.functional as F",
              "from safetensors.torch import load_file", "",
              f"WEIGHTS = Path(__file__).resolve().with_name({weights_file!r})",
-             _HELPERS, "",
+             _HELPERS]
+    subs: list[Sub] = []
+    for call in program.calls:
+        for a in call.args:
+            _subs(a, subs)
+    for sub in subs:
+        lines += _function(sub)
+    lines += ["", "",
              f"class {cls}(torch.nn.Module):",
              "    def __init__(self, weights: str | Path = WEIGHTS) -> None:",
              "        super().__init__()"]

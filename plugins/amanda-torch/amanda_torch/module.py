@@ -16,7 +16,7 @@ from typing import Any
 from amanda_core import Graph
 from amanda_core.errors import AmandaError
 
-from .program import Attr, Program, Ref, lower
+from .program import Attr, Program, Ref, Sub, lower
 from .tensors import to_torch
 
 
@@ -46,8 +46,8 @@ def install_tensor(root: Any, attr: Attr, tensor: Any) -> None:
         setattr(module, leaf, tensor)
 
 
-def build_module(program: Program, *, copy: bool = False) -> Any:
-    """The ``GraphModule`` that runs ``program``."""
+def build_module(program: Program, *, copy: bool = False, tuple_output: bool = False) -> Any:
+    """The ``GraphModule`` that runs ``program``; branches and loop bodies are its submodules."""
     import torch
     import torch.fx
 
@@ -65,6 +65,9 @@ def build_module(program: Program, *, copy: bool = False) -> Any:
                 attr = attrs[value.name]
                 node = env[value.name] = g.create_node("get_attr", attr.target, name=value.name)
             return node
+        if isinstance(value, Sub):
+            gm.add_module(value.name, build_module(value.program, copy=copy, tuple_output=value.tuple_output))
+            return g.create_node("get_attr", value.name, name=value.name)
         if isinstance(value, list):
             return [resolve(v) for v in value]
         if isinstance(value, tuple):
@@ -78,7 +81,7 @@ def build_module(program: Program, *, copy: bool = False) -> Any:
         kwargs = {k: resolve(v) for k, v in call.kwargs.items()}
         env[call.ref.name] = g.create_node("call_function", call.fn, args, kwargs, name=call.ref.name)
     outs = [resolve(v) for _, v, _ in program.outputs]
-    g.output(outs[0] if len(outs) == 1 else tuple(outs))
+    g.output(outs[0] if len(outs) == 1 and not tuple_output else tuple(outs))
     gm.graph = g
     gm.meta["amanda_inputs"] = [name for name, _, _ in program.inputs]
     gm.meta["amanda_outputs"] = [name for name, _, _ in program.outputs]

@@ -12,7 +12,7 @@ overload has no argument for, a required argument not given, a graph outside ``a
 
 from __future__ import annotations
 
-__all__ = ["Ref", "Attr", "Call", "Program", "lower", "resolve_overload", "convert_literal", "is_tensor_type"]
+__all__ = ["Ref", "Attr", "Call", "Sub", "Program", "lower", "resolve_overload", "convert_literal", "is_tensor_type"]
 
 import builtins
 import keyword
@@ -65,6 +65,16 @@ class Call:
     kwargs: dict[str, Any]
     ref: Ref
     op: str = ""
+
+
+@dataclass
+class Sub:
+    """A branch or loop body (``higher_order::cond`` / ``while_loop``) passed to a higher-order operator:
+    ``name`` is its Python name; ``tuple_output``: it returns a tuple even of one value."""
+
+    program: Program
+    name: str
+    tuple_output: bool = True
 
 
 @dataclass
@@ -230,8 +240,8 @@ def _dtype(port: Any) -> ValueType | None:
 
 
 class _Lowering:
-    def __init__(self, graph: Graph) -> None:
-        ns = graph.namespace or ""
+    def __init__(self, graph: Graph, namespace: str | None = None) -> None:
+        ns = namespace or graph.namespace or ""
         if not ns.startswith(FAMILY_PREFIX):
             raise AmandaError(f"the torch exporter writes graphs in amanda/pytorch, not in {ns or 'no namespace'}")
         self.graph = graph
@@ -273,6 +283,8 @@ class _Lowering:
                 self.values[q] = items if t == "prim::ListConstruct" else tuple(items)
         elif t in ("prim::ListUnpack", "prim::TupleUnpack"):
             self.unpack(op)
+        elif t in ("higher_order::cond", "higher_order::while_loop"):
+            self.higher_order(op)
         elif t.startswith("prim::") and t in _UNSUPPORTED_PRIM:
             raise AmandaError(f"op {op.path!r}: {t} cannot be exported to a torch module")
         else:
@@ -329,6 +341,51 @@ class _Lowering:
                 ref = Ref(self.names.make(f"{op.name}_{i}"))
                 self.program.calls.append(Call(operator.getitem, "getitem", (src, i), {}, ref, op.path))
                 self.values[q] = ref
+
+    def sub(self, op: Op, attr: str, inputs: list[str], outputs: list[str] | None, tuple_output: bool) -> Sub:
+        body = op.attrs.get(attr)
+        if not isinstance(body, Graph):
+            raise AmandaError(f"op {op.path!r} ({op.type}) has no graph in attribute {attr!r}")
+        if body.input_ports.names() != inputs or (outputs is not None and body.output_ports.names() != outputs):
+            raise AmandaError(f"op {op.path!r} ({op.type}): {attr} has ports {body.input_ports.names()} -> "
+                              f"{body.output_ports.names()}, expected {inputs} -> {outputs}")
+        program = lower(body, self.program.namespace)
+        return Sub(program, self.names.make(f"{op.name}_{attr}"), tuple_output)
+
+    def higher_order(self, op: Op) -> None:
+        import torch
+
+        ins = op.input_ports.names()
+        outs = op.output_ports.names()
+        if op.type == "higher_order::cond":
+            operands = _indexed(op.input_ports, "operands")
+            if ins != ["pred"] + [p.name for p in operands]:
+                raise AmandaError(f"op {op.path!r} (higher_order::cond): inputs must be pred, operands_0 ...")
+            names = [p.name for p in operands]
+            args: tuple[Any, ...] = (self.input_value(op, op.input_ports["pred"]),
+                                     self.sub(op, "true_graph", names, outs, True),
+                                     self.sub(op, "false_graph", names, outs, True),
+                                     tuple(self.input_value(op, p) for p in operands))
+            fn = torch.ops.higher_order.cond
+        else:
+            carried = _indexed(op.input_ports, "carried_inputs")
+            extra = _indexed(op.input_ports, "additional_inputs")
+            names = [p.name for p in carried + extra]
+            if ins != names:
+                raise AmandaError(f"op {op.path!r} (higher_order::while_loop): inputs must be carried_inputs_<i> "
+                                  "then additional_inputs_<j>")
+            args = (self.sub(op, "cond_graph", names, ["pred"], False),
+                    self.sub(op, "body_graph", names, outs, True),
+                    tuple(self.input_value(op, p) for p in carried),
+                    tuple(self.input_value(op, p) for p in extra))
+            fn = torch.ops.higher_order.while_loop
+        ref = Ref(self.names.make(op.name))
+        self.program.calls.append(Call(fn, op.type or "", args, {}, ref, op.path))
+        for i, q in enumerate(_indexed(op.output_ports, "outputs")):
+            if q.has_consumers():
+                item = Ref(self.names.make(f"{op.name}_{i}"))
+                self.program.calls.append(Call(operator.getitem, "getitem", (ref, i), {}, item, op.path))
+                self.values[q] = item
 
     def call(self, op: Op) -> None:
         t = op.type or ""
@@ -450,10 +507,10 @@ def _is_torch_tensor(value: Any) -> bool:
     return type(value).__module__.startswith("torch") and type(value).__name__ in ("Tensor", "Parameter")
 
 
-def lower(graph: Graph) -> Program:
+def lower(graph: Graph, namespace: str | None = None) -> Program:
     """The calls ``graph`` makes, resolved against the installed torch; an :class:`AmandaError` naming the op
-    for anything torch cannot run."""
-    program = _Lowering(graph).run()
+    for anything torch cannot run.  ``namespace``: that of a nested graph's enclosing graph."""
+    program = _Lowering(graph, namespace).run()
     program.outputs = [(n, plain(v), t) for n, v, t in program.outputs]
     for c in program.calls:
         c.args = tuple(plain(a) for a in c.args)

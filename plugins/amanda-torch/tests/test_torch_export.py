@@ -231,6 +231,7 @@ STANDALONE = textwrap.dedent("""
     import numpy as np, torch
     spec = importlib.util.spec_from_file_location("generated", sys.argv[1])
     mod = importlib.util.module_from_spec(spec)
+    sys.modules["generated"] = mod  # torch.cond traces its branches by module name
     spec.loader.exec_module(mod)
     model = getattr(mod, sys.argv[2])()
     data = np.load(sys.argv[3])
