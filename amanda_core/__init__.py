@@ -13,7 +13,9 @@ Plugins (``amanda-onnx``, ``amanda-tf``, ``amanda-torch`` and third-party rule
 packs) register through :mod:`amanda_core.plugin`.
 """
 
-from typing import TYPE_CHECKING, Any
+from __future__ import annotations
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy reads it the same way)
 
 # The names below are imported on first use (PEP 562), so that ``import amanda_core`` (which every ``amanda``
 # command does before anything else) is quick and a Ctrl-C right after start-up reaches the command line's handler.
@@ -31,6 +33,8 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from .errors import (
         AmandaError,
         FormatError,

@@ -44,6 +44,8 @@ class OutputComparison:
             return f"{self.output}: MISMATCH {self.problem}"
         if self.bit_identical:
             state = "bit-identical"
+        elif self.max_abs_diff is None:
+            state = f"values {'equal' if self.match else 'differ'}"
         else:
             rel = "" if self.max_rel_diff is None else f", {self.max_rel_diff:.3g} of the largest reference value"
             state = f"max abs diff {self.max_abs_diff:.3g}{rel} (tolerance {self.tolerance})"
@@ -196,7 +198,7 @@ def _compare(name_a: str, a: Any, name_b: str, b: Any, rtol: float, atol: float,
     if a.shape != b.shape or a.dtype != b.dtype:
         row.problem = f"reference {a.dtype}{list(a.shape)} against candidate {b.dtype}{list(b.shape)}"
         return row
-    row.bit_identical = a.tobytes() == b.tobytes()
+    row.bit_identical = a.tobytes() == b.tobytes() if a.dtype.kind != "O" else bool(np.array_equal(a, b))
     if a.dtype.kind in "fciub" and a.size:
         x, y = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64), \
             b.astype(np.complex128 if b.dtype.kind == "c" else np.float64)

@@ -129,11 +129,14 @@ def _resolve(reg: Any, name: str, *, usage: str = "") -> str:
             raise
         newest = versions[-1]
         what = spec.exact if spec.exact is not None else str(spec.specifier)
-        label = "opset" if spec.family == "amanda/onnx" else "version"
         known = _ranges(versions)
         example = f"; e.g. {usage.format(ns=f'{spec.family}/{newest}')}" if usage else ""
-        raise AmandaError(f"{name}: {label} {what} of {spec.family} does not exist here; the newest is {newest} "
-                          f"(known: {known}){example}") from None
+        if spec.family == "amanda/onnx":  # every opset is known: one that is not does not exist
+            state = f"opset {what} of amanda/onnx does not exist"
+        else:  # a framework's namespaces are the versions installed
+            state = f"version {what} of {spec.family} is not available (a plugin gives the versions of the " \
+                    "framework installed)"
+        raise AmandaError(f"{name}: {state}; the newest is {newest} (known: {known}){example}") from None
 
 
 def _ranges(versions: Sequence[str]) -> str:

@@ -92,7 +92,7 @@ def _label(op: Any) -> str:
     where = []
     if info.get("outputs"):
         where.append("writes " + ", ".join(repr(v) for v in info["outputs"]))
-    if "index" in info:
+    if "index" in info and not info.get("outputs"):
         where.append(f"op #{info['index']} of its graph")
     named = f"named {info['name']!r} in the file" if info["name"] else "unnamed in the file"
     return f"{op.type} ({named}; {'; '.join(where) or 'called ' + op.name + ' here'})"

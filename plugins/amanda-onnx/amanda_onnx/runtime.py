@@ -6,8 +6,9 @@ graph is run.
 
 from __future__ import annotations
 
-__all__ = ["run", "example_inputs"]
+__all__ = ["run", "example_inputs", "initializer_inputs"]
 
+import os
 from typing import Any, Mapping
 
 import numpy as np
@@ -16,6 +17,7 @@ from amanda_core import Graph
 from amanda_core.errors import AmandaError
 
 from .dtypes import parse_dtype
+from .structural import INITIALIZER
 
 
 def _session(graph: Graph) -> Any:
@@ -23,38 +25,73 @@ def _session(graph: Graph) -> Any:
         import onnxruntime as ort
     except ImportError:
         raise AmandaError("running ONNX graphs needs onnxruntime: pip install 'amanda-onnx[runtime]'") from None
-    from .exporter import to_model
+    from amanda_core.errors import GraphError
 
-    model = to_model(graph)
+    from .exporter import save_model, to_model
+
     options = ort.SessionOptions()
     options.log_severity_level = 3
     try:
+        # every tensor embedded: the session does not depend on the current folder to find external data files
+        model = to_model(graph, external_data=False)
+    except GraphError:  # over protobuf's 2 GB: written with its external data to a folder of its own
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="amanda-ort-") as tmp:
+            path = os.path.join(tmp, "model.onnx")
+            save_model(graph, path, external_data=True)
+            try:
+                return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+            except Exception as e:
+                raise AmandaError(f"onnxruntime cannot load the model: {_first_line(e)}") from None
+    try:
         return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     except Exception as e:  # onnxruntime raises its own exception types
-        raise AmandaError(f"onnxruntime cannot load the model: {e}") from None
+        raise AmandaError(f"onnxruntime cannot load the model: {_first_line(e)}") from None
+
+
+def _first_line(e: BaseException) -> str:
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    return "; ".join(lines) if lines else type(e).__name__
+
+
+def initializer_inputs(graph: Graph) -> set[str]:
+    """Graph inputs that an initializer also gives (IR < 4 models): they have a value, and nothing needs to feed
+    them."""
+    out = set()
+    for op in graph.ops.values():
+        if op.attrs.get("graph_input") and op.type == INITIALIZER:
+            meta = op.meta if isinstance(op.meta, dict) else {}
+            out.add(meta.get("name") or op.name)
+    return out
 
 
 def run(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The graph's outputs (by output name) for ``inputs`` (by input name), computed by onnxruntime."""
     session = _session(graph)
-    wanted = [i.name for i in session.get_inputs()]
+    optional = initializer_inputs(graph)
+    wanted = [i.name for i in session.get_inputs() if i.name in inputs or i.name not in optional]
     missing = [n for n in wanted if n not in inputs]
     if missing:
         raise AmandaError(f"no value given for graph input(s) {', '.join(missing)}")
     try:
         values = session.run(None, {n: inputs[n] for n in wanted})
     except Exception as e:
-        raise AmandaError(f"onnxruntime failed to run the model: {e}") from None
+        raise AmandaError(f"onnxruntime failed to run the model: {_first_line(e)}") from None
     return {o.name: v for o, v in zip(session.get_outputs(), values)}
 
 
 def example_inputs(graph: Graph, seed: int = 0, dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
     """Random inputs that fit the graph's input ports: floats from a standard normal, integers in [0, 3),
-    booleans at random; a symbolic or unknown dimension is ``dims[name]`` or 1."""
+    booleans at random; a symbolic or unknown dimension is ``dims[name]`` or 1.  Inputs an initializer gives a
+    value (IR < 4) are left out."""
     rng = np.random.default_rng(seed)
     dims = dict(dims or {})
     out: dict[str, np.ndarray] = {}
+    skip = initializer_inputs(graph)
     for port in graph.input_ports:
+        if port.name in skip:  # an initializer gives its value
+            continue
         if port.dtype is None:
             raise AmandaError(f"graph input {port.name!r} has no type, so no example value can be made for it")
         t = parse_dtype(str(port.dtype))
@@ -71,6 +108,7 @@ def example_inputs(graph: Graph, seed: int = 0, dims: Mapping[str, int] | None =
         elif dtype.kind == "b":
             value = rng.integers(0, 2, size=shape).astype(bool)
         else:
-            raise AmandaError(f"graph input {port.name!r}: cannot make up values of {t.text}")
+            raise AmandaError(f"graph input {port.name!r}: cannot make up values of {t.text}; give them with "
+                              f"--input-data {port.name}=FILE.npy")
         out[port.name] = value
     return out
