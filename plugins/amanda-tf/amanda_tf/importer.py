@@ -200,7 +200,7 @@ def _keras_specs(model: Any, inputs: Sequence[Any] | None) -> tuple[list[Any], l
         given[name] = (dtype, shape)
     specs, names = [], []
     for t in model_inputs:
-        name = t.name
+        name = _keras_input_name(t)
         want_dtype = tf.as_dtype(t.dtype).name
         want_shape = tuple(t.shape)
         dtype, shape = given.pop(name, (None, None))
@@ -211,6 +211,15 @@ def _keras_specs(model: Any, inputs: Sequence[Any] | None) -> tuple[list[Any], l
         raise AmandaError(f"--input {', '.join(given)}: the model has no such input (its inputs: "
                           f"{', '.join(names)})")
     return specs, names
+
+
+def _keras_input_name(t: Any) -> str:
+    """The name of the ``InputLayer`` that makes the Keras tensor ``t`` (``Input(name=...)``, else Keras's
+    ``input_layer``, ``input_layer_1`` ...), or the tensor's own name."""
+    history = getattr(t, "_keras_history", None)
+    layer = getattr(history, "operation", None) if history is not None else None
+    name = getattr(layer, "name", None)
+    return str(name) if name else str(t.name)
 
 
 def _keras_output_names(model: Any) -> list[str]:
