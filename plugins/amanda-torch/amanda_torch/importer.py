@@ -676,7 +676,8 @@ class _FxImporter:
         returns = list(schema.returns)
         out_names = self.output_names(op_type, returns)
         val = node.meta.get("val")
-        list_return = len(returns) == 1 and str(returns[0].type).endswith("[]") and "Tensor" in str(returns[0].type)
+        ret_type = str(returns[0].type) if len(returns) == 1 else ""
+        list_return = "Tensor" in ret_type and (ret_type.endswith("[]") or ret_type.startswith("List["))
         if len(returns) == 1 and not list_return:
             outs = [(out_names[0], value_type_text(val, self.names))]
         else:
