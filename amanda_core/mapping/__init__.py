@@ -17,7 +17,16 @@ from .planner import Conversion, ConversionError, Step, convert, interpret, plan
 from .registry import registered_tables
 from .reverse import reverse_table
 from .rewrite import MappingError
-from .table import MappingTable, Rule, TableError, dump_table, load_table, table_from_dict, table_to_dict
+from .table import (
+    MappingTable,
+    Rule,
+    TableError,
+    dump_table,
+    load_table,
+    merge_parts,
+    table_from_dict,
+    table_to_dict,
+)
 from .transform import expand, fuse, remove, replace, unfuse
 
 __all__ = [
@@ -45,6 +54,7 @@ __all__ = [
     "fuse",
     "interpret",
     "load_table",
+    "merge_parts",
     "plan",
     "registered_tables",
     "remove",

@@ -213,7 +213,44 @@ class Converter:
         if changed_any and len(graphs) > 1:  # rewritten ops holding graphs may have moved namespace: walk again
             graphs = list(graphs_in(graph, None))
         report.carried = self._finish(graphs, graph, src_spec, src_ns, dst_ns, table.carry == "unchanged")
+        if not family_same:
+            self._translate_dtypes(graphs, src_ns, dst_ns)
         return report
+
+    def _translate_dtypes(self, graphs: list[tuple[Graph, str | None]], src_ns: str, dst_ns: str) -> None:
+        """After a table that moves ops to another family, the port types they kept are written in the source
+        family's type system: rewrite each one the target's system cannot read as a tensor type of the target
+        (element type and shape carried through :meth:`TypeSystem.tensor_type`), or drop it (None) when neither
+        can say it.  Ports of ops left in the source namespace keep theirs; graph ports follow their graph."""
+        systems = self.registry.type_systems
+        src_name, dst_name = self._namespace_dtype_system(src_ns), self._namespace_dtype_system(dst_ns)
+        src_ts = systems.get(src_name) if src_name else None
+        dst_ts = systems.get(dst_name) if dst_name else None
+        if dst_ts is None or src_ts is dst_ts:
+            return
+        cache: dict[str, str | None] = {}
+
+        def translate(text: Any) -> Any:
+            if text is None or not isinstance(text, str):
+                return text
+            if text not in cache:
+                if dst_ts.tensor_type(text) is not None:
+                    cache[text] = text
+                else:
+                    t = src_ts.tensor_type(text) if src_ts is not None else None
+                    cache[text] = dst_ts.make_tensor_type(*t) if t is not None else None
+            return cache[text]
+
+        for g, inherited in graphs:
+            if (g.namespace or inherited) == dst_ns:
+                for gp in list(g.input_ports) + list(g.output_ports):
+                    gp.dtype = translate(gp.dtype)
+            for op in g:
+                if op_namespace(op, inherited) != dst_ns:
+                    continue
+                for p in list(op.input_ports) + list(op.output_ports):
+                    if p.dtype is not None:
+                        p.dtype = translate(p.dtype)
 
     def _apply_rule(self, graphs: list[tuple[Graph, str | None]], table: MappingTable, rule: Rule,
                     src_spec: NamespaceSpec, dst_ns: str, dst_schema: NamespaceSchema | None, family_same: bool,

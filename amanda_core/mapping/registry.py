@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import PluginError
 from .reverse import reverse_table
-from .table import MappingTable, TableError, load_table
+from .table import MappingTable, TableError, load_table, merge_parts
 
 _CACHE: dict[int, tuple[Any, list[MappingTable]]] = {}
 
@@ -28,6 +28,7 @@ def registered_tables(registry: Any = None) -> list[MappingTable]:
     if cached is not None and cached[0] is registry:
         return list(cached[1])
     out: list[MappingTable] = []
+    loaded: list[MappingTable] = []
     for item, plugin in registry.tables:
         if isinstance(item, MappingTable):
             table = item
@@ -39,12 +40,22 @@ def registered_tables(registry: Any = None) -> list[MappingTable]:
         else:
             raise PluginError(f"plugin {plugin!r} registered {item!r}, which is neither a MappingTable nor a path")
         table.plugin = table.plugin or plugin
-        out.append(table)
-        if table.bidirectional:
-            try:
-                out.append(reverse_table(table))
-            except TableError as e:
-                raise PluginError(f"plugin {plugin!r}: table {table.name!r} is bidirectional but {e}") from e
+        loaded.append(table)
+    by_plugin: dict[str | None, list[MappingTable]] = {}
+    for table in loaded:
+        by_plugin.setdefault(table.plugin, []).append(table)
+    for plugin, tables in by_plugin.items():  # parts (part_of) of one plugin's tables become one table
+        try:
+            merged = merge_parts(tables)
+        except TableError as e:
+            raise PluginError(f"plugin {plugin!r} registered a broken table: {e}") from e
+        for table in merged:
+            out.append(table)
+            if table.bidirectional:
+                try:
+                    out.append(reverse_table(table))
+                except TableError as e:
+                    raise PluginError(f"plugin {plugin!r}: table {table.name!r} is bidirectional but {e}") from e
     _CACHE.clear()
     _CACHE[id(registry)] = (registry, out)
     return list(out)

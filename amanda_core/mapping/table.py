@@ -44,6 +44,7 @@ __all__ = [
     "table_from_dict",
     "table_to_dict",
     "dump_table",
+    "merge_parts",
 ]
 
 import os
@@ -242,6 +243,9 @@ class MappingTable:
     plugin: str | None = None
     description: str = ""
     raw: dict[str, Any] = field(factory=dict, repr=False)
+    part_of: str | None = None
+    """The table this one is a part of: parts (files) with the same ``part_of`` are merged into one table of that
+    name (:func:`merge_parts`), so a large conversion can be written as one file per op family."""
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MappingTable):
@@ -312,7 +316,7 @@ def _has_expressions(value: Any) -> bool:
 
 # --------------------------------------------------------------------------- reading
 
-_TABLE_KEYS = ("name", "src", "dst", "rules", "tags", "carry", "bidirectional", "description")
+_TABLE_KEYS = ("name", "src", "dst", "rules", "tags", "carry", "bidirectional", "description", "part_of")
 _RULE_KEYS = ("src", "dst", "apply_after", "tags", "commutative", "repeat", "description")
 _MATCHER_KEYS = ("ops", "edges", "where", "query")
 _OP_MATCHER_KEYS = ("type", "name", "attrs", "consts", "input_ports", "output_ports", "commutative", "ops",
@@ -639,14 +643,53 @@ class _Parser:
         bidir = spec.get("bidirectional", False)
         if not isinstance(bidir, bool):
             raise self.error("'bidirectional' is true or false", base + ("bidirectional",))
+        part_of = spec.get("part_of")
+        if part_of is not None and (not isinstance(part_of, str) or not part_of):
+            raise self.error("'part_of' names the table this file is a part of", base + ("part_of",))
         table = MappingTable(name, spec["src"], spec["dst"], rules, tags, carry, bidir, self.filename, self.trusted,
-                             description=str(spec.get("description", "")), raw=dict(spec))
+                             description=str(spec.get("description", "")), raw=dict(spec), part_of=part_of)
+        if part_of is not None:
+            return table  # apply_after may name rules of the other parts: checked when the parts are merged
         try:
             order_rules(table.rules, table.name)
         except TableError as e:
             where = base + ("rules", e.rule, "apply_after") if e.rule else base
             raise TableError(e.reason, self.loc(where), e.rule, self.table_name) from None
         return table
+
+
+def merge_parts(tables: Iterable[MappingTable]) -> list[MappingTable]:
+    """Tables with the same ``part_of`` merged into one table of that name, where the first part stood; rules in
+    the parts' order, then each part's declaration order.  The parts must agree on ``src``, ``dst``, ``carry`` and
+    ``bidirectional``, and rule names must be unique across them; ``apply_after`` may name a rule of any part."""
+    out: list[MappingTable] = []
+    groups: dict[str, MappingTable] = {}
+    for t in tables:
+        if t.part_of is None:
+            out.append(t)
+            continue
+        merged = groups.get(t.part_of)
+        if merged is None:
+            merged = MappingTable(t.part_of, t.src, t.dst, {}, (), t.carry, t.bidirectional, t.source, t.trusted,
+                                  t.plugin, t.description, {"parts": []})
+            groups[t.part_of] = merged
+            out.append(merged)
+        else:
+            for attr in ("src", "dst", "carry", "bidirectional"):
+                if getattr(t, attr) != getattr(merged, attr):
+                    raise TableError(f"is a part of {t.part_of!r}, whose other parts say {attr} "
+                                     f"{getattr(merged, attr)!r}, not {getattr(t, attr)!r}",
+                                     Location(t.source) if t.source else None, None, t.name)
+            merged.trusted = merged.trusted and t.trusted
+        for name, rule in t.rules.items():
+            if name in merged.rules:
+                raise TableError(f"rule {name!r} is also in another part of {t.part_of!r} ({merged.source})",
+                                 Location(t.source) if t.source else None, name, t.name)
+            merged.rules[name] = rule
+        merged.raw["parts"].append(t.source or t.name)
+    for merged in groups.values():
+        order_rules(merged.rules, merged.name)
+    return out
 
 
 def table_from_dict(data: Mapping[str, Any], *, name: str | None = None, trusted: bool = True,

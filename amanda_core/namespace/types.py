@@ -63,6 +63,17 @@ class TypeSystem:
         """How this system writes the element type ``name`` (numpy-style) as an attribute value, or None."""
         return None
 
+    def tensor_type(self, dtype: Any) -> tuple[str, tuple[int | str | None, ...] | None] | None:
+        """A port dtype of this system read as a tensor type: its numpy-style element type and its shape (dims as
+        ints, names of symbolic dims, None for unknown; None for an unknown rank); None when ``dtype`` is not a
+        tensor type this system can read.  Conversions between families carry port types through it."""
+        return None
+
+    def make_tensor_type(self, elem: str, shape: tuple[int | str | None, ...] | None) -> str | None:
+        """The port dtype text of a tensor of numpy-style element type ``elem`` and ``shape`` in this system, or
+        None when it cannot say it."""
+        return None
+
     def __repr__(self) -> str:
         return f"<TypeSystem {self.name}>"
 

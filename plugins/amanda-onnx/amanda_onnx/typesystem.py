@@ -198,6 +198,28 @@ class OnnxTypeSystem(TypeSystem):
         except (ValueError, TypeError):
             return None
 
+    def tensor_type(self, dtype: Any) -> tuple[str, tuple[int | str | None, ...] | None] | None:
+        """``tensor(float)[N,3]`` -> ``("float32", ("N", 3))``."""
+        from .dtypes import numpy_dtype, parse_dtype
+
+        try:
+            t = parse_dtype(str(dtype))
+            if t.kind != "tensor" or t.elem_type is None:
+                return None
+            elem = "string" if t.elem_type == "string" else numpy_dtype(t.elem_type).name
+        except (ValueError, TypeError, KeyError):
+            return None
+        return elem, t.shape
+
+    def make_tensor_type(self, elem: str, shape: tuple[int | str | None, ...] | None) -> str | None:
+        from .dtypes import OnnxType, elem_type_from_numpy
+
+        try:
+            name = "string" if elem == "string" else elem_type_from_numpy(elem)
+            return str(OnnxType.tensor(name, shape))
+        except (ValueError, TypeError, KeyError):
+            return None
+
     def type_names(self) -> Sequence[str]:
         return ATTR_KINDS
 

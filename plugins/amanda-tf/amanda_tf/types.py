@@ -219,6 +219,32 @@ class TFTypeSystem(TypeSystem):
             return None
         return None if nd is None else str(nd.name)
 
+    def tensor_type(self, dtype: Any) -> tuple[str, tuple[int | str | None, ...] | None] | None:
+        """``float32[?,784]`` -> ``("float32", (None, 784))``."""
+        from .dtypes import DTypeError, parse_dtype
+
+        try:
+            t = parse_dtype(str(dtype))
+        except (DTypeError, TypeError, ValueError):
+            return None
+        elem = self.canonical_dtype(t.name)
+        if elem is None or t.is_ref:
+            return None
+        return elem, t.shape
+
+    def make_tensor_type(self, elem: str, shape: tuple[int | str | None, ...] | None) -> str | None:
+        """``("float32", ("batch", 3))`` -> ``float32[?,3]`` (TensorFlow shapes have no names for dims)."""
+        from .dtypes import DTypeError, TFDType
+
+        name = self.from_canonical_dtype(elem)
+        if name is None:
+            return None
+        try:
+            dims = None if shape is None else tuple(d if isinstance(d, int) else None for d in shape)
+            return str(TFDType(str(name), False, dims))
+        except (DTypeError, TypeError, ValueError):
+            return None
+
     def from_canonical_dtype(self, name: str) -> Any:
         """The TensorFlow dtype name (what a ``type`` attribute holds) of a numpy-style name."""
         from .dtypes import DTypeError, dtype_from_numpy

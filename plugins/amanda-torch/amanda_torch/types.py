@@ -340,6 +340,32 @@ class TorchTypeSystem(TypeSystem):
                 return info.script_name
         return None
 
+    def tensor_type(self, dtype: Any) -> tuple[str, tuple[int | str | None, ...] | None] | None:
+        """``Float(batch, 3)`` -> ``("float32", ("batch", 3))``; ``SS(-3)`` dims and ``*`` are unknown (None)."""
+        try:
+            t = self.parse_dtype(str(dtype))
+        except Exception:  # noqa: BLE001 - not a type this system prints
+            return None
+        if not getattr(t, "is_tensor", False) or not t.scalarType():
+            return None
+        elem = self.canonical_dtype(t)
+        if elem is None:
+            return None
+        sizes = t.symbolic_sizes()
+        if sizes is None:
+            return elem, None
+        return elem, tuple(d if isinstance(d, int) or (isinstance(d, str) and d.isidentifier()) else None
+                           for d in sizes)
+
+    def make_tensor_type(self, elem: str, shape: tuple[int | str | None, ...] | None) -> str | None:
+        """``("float32", ("batch", 3))`` -> ``Float(batch, 3)``."""
+        scalar = self.from_canonical_dtype(elem)
+        if scalar is None:
+            return None
+        if shape is None:
+            return str(scalar)
+        return f"{scalar}({', '.join('*' if d is None else str(d) for d in shape)})"
+
     def type_names(self) -> Sequence[str]:
         return sorted(BUILTIN_NAMES) + ["T?", "T[]", "T[N]", "(A, B)", "Dict(K, V)", "Future(T)", "RRef(T)",
                                         "Await(T)", "Union(A, B)", "A | B"]

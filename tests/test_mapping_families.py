@@ -1,0 +1,165 @@
+"""Conversions between families: tables written in parts (``part_of``) merge into one table, and port types move
+to the target family's type system when ops change family."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from amanda_core import Graph
+from amanda_core.mapping import TableError, apply_table, load_table, merge_parts, table_from_dict
+from amanda_core.namespace import NamespaceRegistry, PythonTypeSystem, TypeSystem, TypeSystemRegistry, load_schema
+
+from .mapping_support import OTHER, TOY
+
+
+class Bracket(TypeSystem):
+    """Types written ``f32[2,N]`` (the toy family's)."""
+
+    name = "bracket"
+
+    def tensor_type(self, dtype: Any) -> Any:
+        m = re.fullmatch(r"(f32|i64)\[(.*)\]", str(dtype))
+        if m is None:
+            return None
+        dims = tuple(int(d) if d.isdigit() else (None if d == "?" else d) for d in m.group(2).split(",") if d)
+        return {"f32": "float32", "i64": "int64"}[m.group(1)], dims
+
+    def make_tensor_type(self, elem: str, shape: Any) -> Any:
+        code = {"float32": "f32", "int64": "i64"}.get(elem)
+        if code is None or shape is None:
+            return None
+        return f"{code}[{','.join('?' if d is None else str(d) for d in shape)}]"
+
+
+class Paren(TypeSystem):
+    """Types written ``Float(2, N)`` (the other family's)."""
+
+    name = "paren"
+
+    def tensor_type(self, dtype: Any) -> Any:
+        m = re.fullmatch(r"(Float|Long)\((.*)\)", str(dtype))
+        if m is None:
+            return None
+        dims = tuple(int(d) if d.strip().isdigit() else d.strip() for d in m.group(2).split(",") if d.strip())
+        return {"Float": "float32", "Long": "int64"}[m.group(1)], dims
+
+    def make_tensor_type(self, elem: str, shape: Any) -> Any:
+        code = {"float32": "Float", "int64": "Long"}.get(elem)
+        if code is None or shape is None:
+            return None
+        return f"{code}({', '.join('*' if d is None else str(d) for d in shape)})"
+
+
+def reg() -> NamespaceRegistry:
+    r = NamespaceRegistry(TypeSystemRegistry([PythonTypeSystem(), Bracket(), Paren()]))
+    toy = load_schema(TOY.format(v=1))
+    toy.meta["dtype_type_system"] = "bracket"
+    other = load_schema(OTHER)
+    other.meta["dtype_type_system"] = "paren"
+    r.add_schema(toy)
+    r.add_schema(other)
+    return r
+
+
+RELU = {"relu": {"src": {"ops": {"$r": {"type": "Relu"}}}, "dst": {"ops": {"$r": {"type": "ReLU"}}}}}
+
+
+def relu_graph() -> Graph:
+    g = Graph("amanda/toy/1")
+    x = g.add_input_port("x", "f32[N,3]")
+    r = g.add_op("Relu", "r", inputs=["x"], outputs=[("y", "f32[N,3]")])
+    g.connect(x, r.input_ports["x"])
+    g.connect(r.output_ports["y"], g.add_output_port("out", "f32[N,3]"))
+    return g
+
+
+def test_port_types_move_to_the_target_family_with_their_shapes():
+    g = relu_graph()
+    t = table_from_dict({"table": {"name": "t", "src": "amanda/toy/1", "dst": "amanda/other/1", "rules": RELU}})
+    apply_table(g, t, reg())
+    assert g.namespace == "amanda/other/1"
+    assert g.input_ports["x"].dtype == "Float(N, 3)"
+    assert g.ops["r"].output_ports[0].dtype == "Float(N, 3)"
+    assert g.output_ports["out"].dtype == "Float(N, 3)"
+
+
+def test_a_type_the_target_cannot_say_is_dropped_and_one_it_reads_is_kept():
+    g = relu_graph()
+    g.ops["r"].output_ports[0].dtype = "f32[?,3]"  # unknown dim: None both ways
+    g.input_ports["x"].dtype = "Float(2, 3)"  # already the target's
+    g.output_ports["out"].dtype = "opaque-thing"
+    t = table_from_dict({"table": {"name": "t", "src": "amanda/toy/1", "dst": "amanda/other/1", "rules": RELU}})
+    apply_table(g, t, reg())
+    assert g.ops["r"].output_ports[0].dtype == "Float(*, 3)"
+    assert g.input_ports["x"].dtype == "Float(2, 3)"
+    assert g.output_ports["out"].dtype is None
+
+
+def test_port_types_stay_within_a_family():
+    g = relu_graph()
+    toy2 = table_from_dict({"table": {"name": "t", "src": "amanda/toy/1", "dst": "amanda/toy/1", "rules": {
+        "relu": {"src": {"ops": {"$r": {"type": "Relu"}}}, "dst": {"ops": {"$r": {"attrs": {}}}}}}}})
+    apply_table(g, toy2, reg())
+    assert g.ops["r"].output_ports[0].dtype == "f32[N,3]"
+
+
+PART_A = """
+table:
+  name: a
+  part_of: toy-to-other
+  src: amanda/toy/1
+  dst: amanda/other/1
+  rules:
+    relu:
+      src: {ops: {$r: {type: Relu}}}
+      dst: {ops: {$r: {type: ReLU}}}
+"""
+
+PART_B = """
+table:
+  name: b
+  part_of: toy-to-other
+  src: amanda/toy/1
+  dst: amanda/other/1
+  rules:
+    add:
+      apply_after: [relu]
+      src: {ops: {$a: {type: Add}}}
+      dst: {ops: {$a: {type: AddV2}}}
+"""
+
+
+def test_parts_merge_into_one_table_whose_rules_may_order_across_parts(tmp_path):
+    (tmp_path / "a.yaml").write_text(PART_A)
+    (tmp_path / "b.yaml").write_text(PART_B)
+    lone = table_from_dict({"table": {"name": "lone", "src": "amanda/toy/1", "dst": "amanda/toy/1", "rules": {
+        "relu": {"src": {"ops": {"$r": {"type": "Relu"}}}, "dst": {"ops": {"$r": {}}}}}}})
+    parts = [load_table(tmp_path / "a.yaml"), lone, load_table(tmp_path / "b.yaml")]
+    merged = merge_parts(parts)
+    assert [t.name for t in merged] == ["toy-to-other", "lone"]
+    assert list(merged[0].rules) == ["relu", "add"]
+    assert [r.name for r in merged[0].ordered_rules()] == ["relu", "add"]
+    g = relu_graph()
+    add = g.add_op("Add", "add", inputs=["a", "b"], outputs=["y"])
+    g.connect(g.ops["r"].output_ports[0], add.input_ports["a"])
+    g.connect(g.input_ports["x"], add.input_ports["b"])
+    g.connect(add.output_ports["y"], g.add_output_port("sum"))
+    report = apply_table(g, merged[0], reg())
+    assert [(r.rule, r.matches) for r in report.rules] == [("relu", 1), ("add", 1)]
+    assert g.ops["add"].provenance == ("toy-to-other", "add")
+
+
+def test_parts_that_disagree_or_repeat_a_rule_are_refused(tmp_path):
+    (tmp_path / "a.yaml").write_text(PART_A)
+    (tmp_path / "c.yaml").write_text(PART_A.replace("name: a", "name: c"))
+    (tmp_path / "d.yaml").write_text(PART_B.replace("amanda/other/1", "amanda/toy/1"))
+    a = load_table(tmp_path / "a.yaml")
+    with pytest.raises(TableError, match="rule 'relu' is also in another part"):
+        merge_parts([a, load_table(tmp_path / "c.yaml")])
+    with pytest.raises(TableError, match="whose other parts say dst"):
+        merge_parts([a, load_table(tmp_path / "d.yaml")])
+    with pytest.raises(TableError, match="apply_after names 'relu'"):
+        merge_parts([load_table(tmp_path / "d.yaml")])
