@@ -1,0 +1,276 @@
+"""torch -> ONNX through the mapping tables (amanda_torch/tables/torch_to_onnx.yaml): the section-5 models and
+small modules per op family, converted, written as ONNX, checked by onnx.checker and run in onnxruntime against
+torch eager (within 1e-4, absolute and relative to the largest reference magnitude)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+import models  # noqa: E402 - the shared factories beside this file
+
+from amanda_core.errors import AmandaError  # noqa: E402
+from amanda_core.mapping import ConversionError, convert, registered_tables  # noqa: E402
+from amanda_core.plugin import registry  # noqa: E402
+
+TOL = 1e-4
+
+
+def to_onnx(module: Any, args: tuple[Any, ...], target: str = "amanda/onnx/18", **options: Any) -> Any:
+    """``module`` exported by torch.export, imported, converted to ``target`` and written as a ModelProto."""
+    import amanda_onnx
+    from amanda_torch.importer import load_model
+
+    graph = load_model(module, example_inputs=args, **options)
+    convert(graph, target, registered_tables(), registry().namespaces)
+    model = amanda_onnx.to_model(graph)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def run_onnx(model: Any, args: tuple[Any, ...]) -> list[np.ndarray]:
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in sess.get_inputs()]
+    return sess.run(None, {n: a.numpy() for n, a in zip(names, args)})
+
+
+def eager(module: Any, args: tuple[Any, ...]) -> list[np.ndarray]:
+    with torch.no_grad():
+        out = module(*args)
+    if isinstance(out, torch.Tensor):
+        out = [out]
+    elif hasattr(out, "to_tuple"):
+        out = list(out.to_tuple())
+    elif isinstance(out, dict):
+        out = list(out.values())
+    return [o.numpy() for o in out]
+
+
+def assert_close(got: list[np.ndarray], want: list[np.ndarray], tol: float = TOL) -> None:
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape, (g.shape, w.shape)
+        if w.dtype == np.bool_ or np.issubdtype(w.dtype, np.integer):
+            np.testing.assert_array_equal(g, w)
+            continue
+        scale = max(float(np.abs(w).max()), 1e-30)
+        err = float(np.abs(g.astype(np.float64) - w.astype(np.float64)).max())
+        assert err <= tol and err / scale <= tol, f"max abs diff {err:.3g}, relative {err / scale:.3g}"
+
+
+def check(module: Any, args: tuple[Any, ...], target: str = "amanda/onnx/18") -> Any:
+    module.eval()
+    model = to_onnx(module, args, target)
+    assert_close(run_onnx(model, args), eager(module, args))
+    return model
+
+
+def op_types(model: Any) -> list[str]:
+    return [n.op_type for n in model.graph.node]
+
+
+# ---------------------------------------------------------------------------------------------- the models
+
+MODELS = ["small_cnn", "resnet", "mobilenet_v2", "vit", "bert"]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_model_converts_and_matches_eager(name: str) -> None:
+    module, args = models.FACTORIES[name]()
+    model = check(module, args)
+    assert not any(t.startswith(("aten", "prim")) for t in op_types(model))
+
+
+@pytest.mark.parametrize("target", ["amanda/onnx/13", "amanda/onnx/28"])
+def test_other_opsets_through_the_opset_tables(target: str) -> None:
+    module, args = models.vit()
+    model = check(module, args, target)
+    opset = {o.domain: o.version for o in model.opset_import}[""]
+    assert opset == int(target.rsplit("/", 1)[1])
+
+
+def test_parameters_become_initializers_without_copies() -> None:
+    import amanda_onnx  # noqa: F401
+    from amanda_torch.importer import load_model
+
+    module, args = models.small_cnn()
+    graph = load_model(module, example_inputs=args)
+    arrays = {op.name: op.attrs["value"] for op in graph.ops.values()
+              if op.type == "prim::Constant" and isinstance(op.attrs.get("value"), np.ndarray)}
+    convert(graph, "amanda/onnx/18", registered_tables(), registry().namespaces)
+    inits = {op.name: op.attrs["value"] for op in graph.ops.values() if op.type == "Initializer"}
+    moved = [n for n, a in arrays.items() if n in inits and inits[n] is a]
+    assert moved and "conv1.weight" in moved
+
+
+def test_dynamic_batch_cnn_runs_at_batch_1_and_3() -> None:
+    module, args = models.small_cnn()
+    batch = torch.export.Dim("batch", min=1, max=64)
+    model = to_onnx(module, args, dynamic_shapes={"x": {0: batch}})
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    assert dims[0].dim_param == "batch"
+    for n in (1, 3):
+        x = models.images(5, n)
+        assert_close(run_onnx(model, (x,)), eager(module, (x,)))
+
+
+def test_an_op_without_rule_is_reported_by_name_and_count(tmp_path: Any) -> None:
+    class Odd(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.special.i0(x) + torch.special.i0(x * 2)
+
+    from amanda_torch.importer import load_model
+
+    graph = load_model(Odd(), example_inputs=(torch.randn(3),))
+    with pytest.raises(ConversionError) as e:
+        convert(graph, "amanda/onnx/18", registered_tables(), registry().namespaces)
+    assert "2 x aten::i0.default" in str(e.value)
+    assert isinstance(e.value, AmandaError)
+
+
+# ---------------------------------------------------------------------------------------------- per op family
+
+
+class Fn(torch.nn.Module):
+    def __init__(self, fn: Any) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+
+F = torch.nn.functional
+
+
+def _x(*shape: int, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g)
+
+
+ELEMENTWISE = {
+    "relu": lambda x: torch.relu(x),
+    "gelu": lambda x: F.gelu(x),
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "silu": lambda x: F.silu(x),
+    "sigmoid_tanh": lambda x: torch.sigmoid(x) + torch.tanh(x),
+    "hardtanh": lambda x: F.hardtanh(x, -0.5, 0.7),
+    "relu6": lambda x: F.relu6(x * 4),
+    "hardswish": lambda x: F.hardswish(x * 3),
+    "hardsigmoid": lambda x: F.hardsigmoid(x * 3),
+    "leaky_relu": lambda x: F.leaky_relu(x, 0.2),
+    "elu": lambda x: F.elu(x, 0.7),
+    "clamp": lambda x: torch.clamp(x, min=-0.3, max=0.4) + torch.clamp(x, min=0.1),
+    "arith": lambda x: (x + 1.5) * 2 - x / 3 - 0.25,
+    "pow_rsqrt_sqrt": lambda x: x.pow(2) + torch.rsqrt(x.abs() + 1) + torch.sqrt(x.abs()),
+    "exp_neg": lambda x: torch.exp(-x),
+    "where_compare": lambda x: torch.where(x > 0.1, x, x * 0.5) + (x >= 0).float() + (x < x.mean()).float(),
+    "masked_fill": lambda x: x.masked_fill(x < 0, -2.0),
+    "softmax": lambda x: F.softmax(x, dim=-1) + F.log_softmax(x, dim=1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ELEMENTWISE))
+def test_elementwise(name: str) -> None:
+    check(Fn(ELEMENTWISE[name]), (_x(2, 3, 5),))
+
+
+SHAPES = {
+    "view_reshape": lambda x: x.view(2, 15).reshape(5, -1),
+    "flatten": lambda x: torch.flatten(x, 1) + 0,
+    "flatten_middle": lambda x: torch.flatten(x, 1, 2).sum(-1),
+    "permute_transpose": lambda x: x.permute(2, 0, 1).transpose(0, 2).contiguous(),
+    "unsqueeze_squeeze": lambda x: x.unsqueeze(1).squeeze(1).unsqueeze(-1).squeeze(),
+    "expand": lambda x: x[:, :1].expand(2, 3, 5),
+    "slice_select": lambda x: x[:, 1:3, ::2] .sum() + x.select(1, 0),
+    "cat_stack": lambda x: torch.cat([x, x * 2], dim=1).sum(1) + torch.stack([x, x], dim=0).sum(0),
+    "split_chunk": lambda x: sum(torch.split(x, 2, dim=2)[0:2], torch.zeros(2, 3, 2)) + torch.chunk(x, 5, 2)[1],
+    "index_select": lambda x: torch.index_select(x, 2, torch.tensor([0, 4, 1])),
+    "reductions": lambda x: x.mean(-1) + x.sum(dim=-1) + x.amax(-1),
+    "mean_keepdim": lambda x: x - x.mean(dim=(1, 2), keepdim=True),
+    "argmax": lambda x: torch.argmax(x, dim=1).float(),
+    "cumsum": lambda x: torch.cumsum(x, dim=2),
+    "topk": lambda x: torch.topk(x, 2, dim=-1).values,
+    "t_mm": lambda x: x[0].t() @ x[1],
+    "matmul_bmm": lambda x: torch.bmm(x, x.transpose(1, 2)) + x @ x.transpose(1, 2),
+    "cast": lambda x: (x * 10).to(torch.int64).to(torch.float32),
+    "arange_ones_full": lambda x: x + torch.arange(5) + torch.ones(5) + torch.full((5,), 0.5),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_shapes_and_indexing(name: str) -> None:
+    check(Fn(SHAPES[name]), (_x(2, 3, 5),))
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(stride=2, padding=1), dict(dilation=2, groups=2, padding=2),
+                                dict(padding="same")])
+def test_conv2d(kw: dict[str, Any]) -> None:
+    torch.manual_seed(0)
+    check(torch.nn.Conv2d(4, 6, 3, **kw), (_x(1, 4, 9, 9),))
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(stride=2, padding=1, bias=False)])
+def test_conv1d(kw: dict[str, Any]) -> None:
+    torch.manual_seed(0)
+    check(torch.nn.Conv1d(4, 6, 3, **kw), (_x(1, 4, 11),))
+
+
+def test_norms_and_linear() -> None:
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.GELU(),
+                              torch.nn.Linear(16, 4, bias=False))
+    check(net, (_x(3, 5, 8),))
+    check(net, (_x(3, 8),))
+
+
+def test_batch_and_group_norm() -> None:
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU())
+    models.calibrate_batchnorm(net, _x(4, 3, 8, 8, seed=3))
+    check(net, (_x(2, 3, 8, 8),))
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1)])
+def test_pooling(kw: dict[str, Any]) -> None:
+    x = _x(1, 2, 8, 8)
+    check(torch.nn.MaxPool2d(**kw), (x,))
+    check(torch.nn.AvgPool2d(**kw), (x,))
+    check(torch.nn.AdaptiveAvgPool2d(1), (x,))
+    check(torch.nn.AdaptiveAvgPool2d(2), (x,))
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "replicate"])
+def test_pad(mode: str) -> None:
+    check(Fn(lambda x: F.pad(x, (1, 2, 0, 1), mode=mode)), (_x(1, 2, 4, 4),))
+
+
+def test_embedding() -> None:
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(10, 4)
+    check(emb, (torch.tensor([[1, 2, 9], [0, 0, 3]]),))
+
+
+@pytest.mark.parametrize("masked", ["none", "bool", "float"])
+def test_scaled_dot_product_attention(masked: str) -> None:
+    q, k, v = _x(2, 3, 4, 8, seed=1), _x(2, 3, 5, 8, seed=2), _x(2, 3, 5, 8, seed=3)
+    if masked == "none":
+        check(Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v)), (q, k, v))
+        return
+    mask = torch.ones(4, 5, dtype=torch.bool).tril(1)
+    if masked == "float":
+        mask = torch.zeros(4, 5).masked_fill(~mask, -1e4)
+    model = check(Fn(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)), (q, k, v, mask))
+    assert op_types(model).count("Softmax") == 1
+
+
+def test_dropout_is_identity_at_inference() -> None:
+    net = torch.nn.Sequential(torch.nn.Dropout(0.5), torch.nn.ReLU()).eval()
+    model = check(net, (_x(2, 3),))
+    assert op_types(model) == ["Relu"]
