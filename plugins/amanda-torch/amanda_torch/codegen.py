@@ -17,8 +17,6 @@ import operator
 import re
 from typing import Any
 
-from amanda_core.errors import AmandaError
-
 from .program import Attr, Call, Program, Ref, Sub
 
 FUNCTIONAL: dict[str, tuple[str, int]] = {
@@ -42,8 +40,10 @@ or with ``self`` by name, keeps the ATen spelling)."""
 def _literal(value: Any) -> str:
     import torch
 
-    if isinstance(value, (Ref, Sub)):
+    if isinstance(value, Ref):
         return value.name
+    if isinstance(value, Sub):
+        return f"self.{value.name}"
     if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
         return repr(value)
     if isinstance(value, float):
@@ -76,6 +76,10 @@ def _callee(call: Call) -> str:
         return "torch.cond"
     if call.qualname == "higher_order::while_loop":
         return "torch.ops.higher_order.while_loop"
+    if call.qualname == "prim::If":
+        return "_if"
+    if call.qualname == "prim::Loop":
+        return "_loop"
     functional = FUNCTIONAL.get(call.qualname)
     if functional is not None and len(call.args) <= functional[1] and "self" not in call.kwargs:
         return functional[0]
@@ -152,6 +156,33 @@ def _buffer(root: torch.nn.Module, target: str, value: torch.Tensor, persistent:
 '''
 
 
+_IF = '''def _if(cond, then_block, else_block, captured):
+    if isinstance(cond, torch.Tensor) and torch.compiler.is_compiling():
+        return torch.cond(cond, then_block, else_block, tuple(captured))
+    return then_block(*captured) if bool(cond) else else_block(*captured)'''
+
+_LOOP = '''def _loop(max_trip_count, condition, body, carried, captured):
+    iteration = 0
+    condition = bool(condition)
+    while condition and iteration < max_trip_count:
+        condition, *carried = body(iteration, *carried, *captured)
+        condition = bool(condition)
+        iteration += 1
+    return tuple(carried)'''
+
+
+def _all_calls(program: Program) -> list[Call]:
+    out: list[Call] = []
+    for call in program.calls:
+        out.append(call)
+        subs: list[Sub] = []
+        for a in call.args:
+            _subs(a, subs)
+        for sub in subs:
+            out += _all_calls(sub.program)
+    return out
+
+
 def _subs(value: Any, into: list[Sub]) -> None:
     if isinstance(value, Sub):
         for call in value.program.calls:
@@ -163,21 +194,28 @@ def _subs(value: Any, into: list[Sub]) -> None:
             _subs(v, into)
 
 
+def _hoisted(sub: Sub) -> list[Attr]:
+    """The tensors a branch or loop body holds, renamed to be held by the top module (``<body>_<name>``)."""
+    out = []
+    for a in sub.program.attrs:
+        target = f"{sub.name}_{a.target}" if a.kind == "constant" else f"{sub.name}.{a.target}"
+        out.append(Attr(target, a.value, a.kind, a.ref, a.persistent, a.requires_grad, a.op))
+    return out
+
+
 def _function(sub: Sub) -> list[str]:
-    """A branch or loop body as a module-level function."""
+    """A branch or loop body as a method (``self`` holds its tensors)."""
     program = sub.program
-    if program.attrs:
-        raise AmandaError(f"op {program.attrs[0].op!r}: a tensor held inside a branch or loop body "
-                          f"({program.attrs[0].target}) cannot be written as Python yet")
-    params = ", ".join(ref.name for _, ref, _ in program.inputs)
-    lines = [f"def {sub.name}({params}):"]
-    lines += ["    " + _call_line(c) for c in program.calls]
+    params = ", ".join(["self"] + [ref.name for _, ref, _ in program.inputs])
+    lines = [f"    def {sub.name}({params}):"]
+    lines += ["        " + _read_line(a) for a in _hoisted(sub)]
+    lines += ["        " + _call_line(c) for c in program.calls]
     results = [_literal(v) for _, v, _ in program.outputs]
     if sub.tuple_output:
-        lines.append("    return (" + ", ".join(results) + ("," if len(results) == 1 else "") + ")")
+        lines.append("        return (" + ", ".join(results) + ("," if len(results) == 1 else "") + ")")
     else:
-        lines.append("    return " + results[0])
-    return ["", ""] + lines
+        lines.append("        return " + results[0])
+    return [""] + lines
 
 
 def module_source(program: Program, weights_file: str, class_name: str = "Model", title: str = "") -> str:
@@ -207,15 +245,21 @@ def module_source(program: Program, weights_file: str, class_name: str = "Model"
     for call in program.calls:
         for a in call.args:
             _subs(a, subs)
-    for sub in subs:
-        lines += _function(sub)
+    attrs = list(program.attrs) + [a for sub in subs for a in _hoisted(sub)]
+    control = {c.qualname for c in _all_calls(program)} & {"prim::If", "prim::Loop"}
+    if control:
+        lines += ["", "", "# TorchScript control flow (blocks as functions returning tuples)"]
+        if "prim::If" in control:
+            lines += _IF.splitlines()
+        if "prim::Loop" in control:
+            lines += _LOOP.splitlines()
     lines += ["", "",
              f"class {cls}(torch.nn.Module):",
              "    def __init__(self, weights: str | Path = WEIGHTS) -> None:",
              "        super().__init__()"]
-    if program.attrs:
+    if attrs:
         lines.append("        tensors = load_file(str(weights))")
-        lines += ["        " + _attr_line(a) for a in program.attrs]
+        lines += ["        " + _attr_line(a) for a in attrs]
     lines += ["", f"    def forward({params}):"]
     doc = []
     for _, ref, dtype in program.inputs:
@@ -226,6 +270,8 @@ def module_source(program: Program, weights_file: str, class_name: str = "Model"
     lines += ["        " + _call_line(c) for c in program.calls]
     results = [_literal(v) for _, v, _ in program.outputs]
     lines.append("        return " + (results[0] if len(results) == 1 else "(" + ", ".join(results) + ")"))
+    for sub in subs:
+        lines += _function(sub)
     return "\n".join(lines) + "\n"
 
 
@@ -236,7 +282,11 @@ def weights_of(program: Program) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     seen: set[int] = set()
-    for attr in program.attrs:
+    subs: list[Sub] = []
+    for call in program.calls:
+        for a in call.args:
+            _subs(a, subs)
+    for attr in list(program.attrs) + [a for sub in subs for a in _hoisted(sub)]:
         t = to_torch(attr.value).contiguous()
         ptr = t.untyped_storage().data_ptr() if t.numel() else -1
         if ptr in seen:

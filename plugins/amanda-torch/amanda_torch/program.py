@@ -285,6 +285,8 @@ class _Lowering:
             self.unpack(op)
         elif t in ("higher_order::cond", "higher_order::while_loop"):
             self.higher_order(op)
+        elif t in ("prim::If", "prim::Loop"):
+            self.script_control(op)
         elif t.startswith("prim::") and t in _UNSUPPORTED_PRIM:
             raise AmandaError(f"op {op.path!r}: {t} cannot be exported to a torch module")
         else:
@@ -296,9 +298,9 @@ class _Lowering:
         return self.value(port.source, f"op {op.path!r}")
 
     def constant(self, op: Op) -> None:
-        if "value" not in op.attrs:
-            raise AmandaError(f"op {op.path!r} (prim::Constant) has no value")
-        value = op.attrs["value"]
+        if op.attrs.get("name") is not None:
+            raise AmandaError(f"op {op.path!r}: a function constant ({op.attrs['name']}) cannot be exported")
+        value = op.attrs.get("value")  # absent: None, as TorchScript's NoneType constant
         out = op.output_ports
         if is_tensor(value) or _is_torch_tensor(value):
             role = op.meta.get("role") or "constant"
@@ -382,6 +384,49 @@ class _Lowering:
         ref = Ref(self.names.make(op.name))
         self.program.calls.append(Call(fn, op.type or "", args, {}, ref, op.path))
         for i, q in enumerate(_indexed(op.output_ports, "outputs")):
+            if q.has_consumers():
+                item = Ref(self.names.make(f"{op.name}_{i}"))
+                self.program.calls.append(Call(operator.getitem, "getitem", (ref, i), {}, item, op.path))
+                self.values[q] = item
+
+    def script_control(self, op: Op) -> None:
+        from .control import run_if, run_loop
+
+        captured = _indexed(op.input_ports, "captured")
+        cap_names = [p.name for p in captured]
+        outs = op.output_ports.names()
+        if op.type == "prim::If":
+            if op.input_ports.names() != ["cond", *cap_names]:
+                raise AmandaError(f"op {op.path!r} (prim::If): inputs must be cond, captured_0 ...")
+            cond_port = op.input_ports["cond"]
+            cond = self.input_value(op, cond_port)
+            producer = cond_port.source.op if cond_port.source is not None else None
+            if producer is not None and producer.type == "aten::Bool.Tensor":
+                cond = self.input_value(op, producer.input_ports[0])  # the tensor, for torch.cond when tracing
+            args: tuple[Any, ...] = (cond, self.sub(op, "then_block", cap_names, outs, True),
+                                     self.sub(op, "else_block", cap_names, outs, True),
+                                     tuple(self.input_value(op, p) for p in captured))
+            fn: Any = run_if
+            items = _indexed(op.output_ports, "outputs")
+        else:
+            carried = _indexed(op.input_ports, "carried")
+            names = ["max_trip_count", "start_condition", *[p.name for p in carried], *cap_names]
+            if op.input_ports.names() != names:
+                raise AmandaError(f"op {op.path!r} (prim::Loop): inputs must be max_trip_count, start_condition, "
+                                  "carried_<i>, captured_<k>")
+            body_in = ["iteration", *[p.name for p in carried], *cap_names]
+            args = (self.input_value(op, op.input_ports["max_trip_count"]),
+                    self.input_value(op, op.input_ports["start_condition"]),
+                    self.sub(op, "body", body_in, ["condition", *outs], True),
+                    tuple(self.input_value(op, p) for p in carried),
+                    tuple(self.input_value(op, p) for p in captured))
+            fn = run_loop
+            items = _indexed(op.output_ports, "carried")
+        if len(items) != len(op.output_ports):
+            raise AmandaError(f"op {op.path!r} ({op.type}): unexpected output ports {outs}")
+        ref = Ref(self.names.make(op.name))
+        self.program.calls.append(Call(fn, op.type or "", tuple(plain(a) for a in args), {}, ref, op.path))
+        for i, q in enumerate(items):
             if q.has_consumers():
                 item = Ref(self.names.make(f"{op.name}_{i}"))
                 self.program.calls.append(Call(operator.getitem, "getitem", (ref, i), {}, item, op.path))

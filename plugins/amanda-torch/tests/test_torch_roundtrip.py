@@ -123,3 +123,23 @@ def test_python_module_of_bert_runs_standalone(imported, tmp_path):
     assert [o.shape for o in outputs] == [tuple(e.shape) for e in expected]
     assert all(np.array_equal(o, e.numpy()) for o, e in zip(outputs, expected))
     assert keys == list(model.state_dict())
+
+
+def test_scripted_loop_round_trip(tmp_path, monkeypatch):
+    model, (x,) = FACTORIES["scripted_loop"](0)
+    graph = load_model(model)
+    assert any(op.type == "prim::Loop" for op in graph)
+    module = to_module(graph)
+    path = tmp_path / "loop_model.py"
+    save_model(graph, path)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    generated = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, path.stem, generated)
+    spec.loader.exec_module(generated)
+    written = generated.Model()
+    for scale in (0.01, 1.0, 100.0):  # many, some and no iterations
+        _, (x,) = FACTORIES["scripted_loop"](0, scale=scale)
+        with torch.no_grad():
+            expected = model(x)
+            assert torch.equal(module(x), expected)
+            assert torch.equal(written(x), expected)
