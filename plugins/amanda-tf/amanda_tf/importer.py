@@ -261,8 +261,13 @@ def _function_specs(inputs: Sequence[Any]) -> list[Any]:
 
 
 def _from_function(fn: Any, inputs: Sequence[Any] | None) -> Graph:
+    if getattr(fn, "input_signature", None) is not None:  # its own signature; inputs= must fit it
+        return _from_concrete(fn.get_concrete_function(), inputs)
     if inputs:
-        cf = fn.get_concrete_function(*_function_specs(inputs))
+        try:
+            cf = fn.get_concrete_function(*_function_specs(inputs))
+        except (TypeError, ValueError) as e:
+            raise AmandaError(f"--input: the inputs do not fit the function: {_first_line(e)}") from None
     else:
         try:
             cf = fn.get_concrete_function()

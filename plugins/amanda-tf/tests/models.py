@@ -24,7 +24,7 @@ def _image_model(app: str, size: int, batch: int, seed: int) -> tuple[Any, dict[
     _seed(seed)
     factory = getattr(keras.applications, app)
     model = factory(weights=None, input_shape=(size, size, 3))
-    name = model.inputs[0].name
+    name = model.layers[0].name  # the InputLayer, after which the importer names the graph input
     x = np.random.default_rng(seed).standard_normal((batch, size, size, 3)).astype(np.float32)
     return model, {name: x}
 
