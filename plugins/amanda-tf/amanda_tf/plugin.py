@@ -65,7 +65,7 @@ def amanda_importers() -> list[Importer]:
     """``tensorflow``: SavedModel directories, ``.keras`` files, frozen ``.pb`` GraphDefs, live Keras models and
     ``tf.function``s."""
     return [Importer(name="tensorflow", namespace=FAMILY, extensions=(".keras", ".pb"), load=_load,
-                     framework="tensorflow", accepts=_accepts,
+                     framework="tensorflow", accepts=_accepts, load_options=("inputs", "outputs"),
                      description="TensorFlow: SavedModel directories, .keras, frozen .pb, live Keras models")]
 
 

@@ -59,7 +59,7 @@ def _save(graph: Any, target: Any = None, **options: Any) -> Any:
 def amanda_importers() -> list[Importer]:
     """``torch``: ``.pt2`` (torch.export), ``.pt`` (TorchScript), live modules and exported programs."""
     return [Importer(name="torch", namespace=FAMILY, extensions=(".pt2", ".pt", ".pth"), load=_load,
-                     framework="torch", accepts=_is_torch_object,
+                     framework="torch", accepts=_is_torch_object, load_options=("inputs", "outputs"),
                      description="PyTorch programs through torch.export (.pt2, nn.Module) and TorchScript (.pt)")]
 
 
