@@ -45,3 +45,99 @@ def test_14_setup_skips_the_install_when_nothing_changed(tmp_path):
     assert setup()[1] == 2
     assert setup()[1] == 2
     assert setup(AMANDA_FORCE_INSTALL="1")[1] == 3
+
+
+# --------------------------------------------------------------------------- 17. the docs against the command line
+
+README = (ROOT / "README.md").read_text()
+
+
+def _usage_block() -> str:
+    section = README.split("## Usage", 1)[1]
+    return section.split("```", 2)[1]
+
+
+def _command_usage(command: str) -> str:
+    """The usage lines of one command: its own line and the indented lines after it."""
+    out, taking = [], False
+    for line in _usage_block().splitlines():
+        if line.startswith("amanda "):
+            taking = line.split()[1] == command
+        if taking:
+            out.append(line)
+    return "\n".join(out)
+
+
+def test_17_readme_usage_lists_every_option_of_every_command():
+    import argparse
+
+    from amanda_core.cli.main import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    missing = {}
+    for name, p in sub.choices.items():
+        usage = _command_usage(name)
+        assert usage, f"the README's usage has no line for amanda {name}"
+        for action in p._actions:
+            if action.help == argparse.SUPPRESS:
+                continue
+            longs = [o for o in action.option_strings if o.startswith("--") and o not in ("--help", "--debug")]
+            shorts = [o for o in action.option_strings if not o.startswith("--") and o != "-h"]
+            if not (longs or shorts):
+                continue
+            if not any(re.search(re.escape(o) + r"(?![\w-])", usage) for o in longs + shorts):
+                missing.setdefault(name, []).append((longs + shorts)[0])
+    assert not missing, f"options missing from the README's usage: {missing}"
+
+
+def _yaml_blocks() -> list[str]:
+    return re.findall(r"```yaml\n(.*?)```", README, flags=re.S)
+
+
+def _without_comments(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#")).strip() + "\n"
+
+
+def test_17_readme_graph_is_the_example_file_and_reads_without_warnings():
+    from amanda_core.serialization import load_graph
+
+    graph_block = next(b for b in _yaml_blocks() if b.startswith("graph:"))
+    path = ROOT / "examples" / "pytorch_single_layer.yaml"
+    assert "`examples/pytorch_single_layer.yaml`" in README
+    assert graph_block == _without_comments(path.read_text())
+    warnings = []
+    graph = load_graph(str(path), warnings=warnings)
+    assert warnings == [] and sorted(graph.ops) == ["matmul", "param", "relu", "t"]
+    # the design's text as written still warns, as the README says
+    seed = []
+    load_graph(str(ROOT / "examples" / "seed" / "pytorch_single_layer.yaml"), warnings=seed)
+    assert seed and "ports are written as a mapping" in seed[0]
+
+
+def test_17_readme_table_is_the_table_file():
+    table_block = next(b for b in _yaml_blocks() if b.startswith("table:"))
+    name = re.search(r"completed: `(examples/seed/tables/[\w.]+)`", README).group(1)
+    assert table_block == _without_comments((ROOT / name).read_text())
+
+
+def test_17_check_help_describes_tolerances_and_json(capsys):
+    from amanda_core.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["check", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "relative tolerance" in out and "(default 1e-5)" in out and "absolute tolerance (default 1e-6)" in out
+    assert "--json print a JSON report" in out
+
+
+def test_17_plugin_readmes():
+    tf = (ROOT / "plugins" / "amanda-tf" / "README.md").read_text()
+    assert "pip install amanda-tf" not in tf and "-e 'plugins/amanda-tf[cpu]'" in tf
+    onnx_readme = (ROOT / "plugins" / "amanda-onnx" / "README.md").read_text()
+    plugin_src = (ROOT / "plugins" / "amanda-onnx" / "amanda_onnx" / "plugin.py").read_text()
+    hooks = set(re.findall(r"@hookimpl\ndef (amanda_\w+)", plugin_src))
+    sentence = onnx_readme.split("registers through the entry point", 1)[1].split("\n\n", 1)[0]
+    assert hooks and set(re.findall(r"`(amanda_\w+)`", sentence)) == hooks
+    words = {4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
+    assert f"with {words[len(hooks)]} hooks" in sentence

@@ -31,20 +31,27 @@ def onnx_plugin_loaded(amanda_plugin):
     return manager
 
 
-def pytest_terminal_summary(terminalreporter):
-    """One line per ONNX suite that ran: round-trip passes, cases onnxruntime cannot run, failures."""
+@pytest.hookimpl(tryfirst=True)
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """One line per ONNX suite that ran (round-trip passes, cases onnxruntime cannot run, failures); the cases
+    onnxruntime cannot run, one by one, are details (``-v``, or the details file the root conftest names)."""
     import sys
 
     support = sys.modules.get("onnx_suite_support")
     if support is None or not support.OUTCOMES:
         return
-    tr = terminalreporter
-    tr.section("ONNX round-trip suites")
-    for suite, counts in sorted(support.OUTCOMES.items()):
-        tr.write_line(f"{suite}: {counts.get('pass', 0)} round-trip pass, "
-                      f"{counts.get('runtime unavailable', 0)} runtime unavailable (structure and checker verified), "
-                      f"{counts.get('fail', 0)} failures")
+    summary = [f"{suite}: {counts.get('pass', 0)} round-trip pass, {counts.get('runtime unavailable', 0)} runtime "
+               f"unavailable (structure and checker verified), {counts.get('fail', 0)} failures"
+               for suite, counts in sorted(support.OUTCOMES.items())]
+    details = []
     for suite, cases in sorted(support.UNAVAILABLE.items()):
-        tr.write_line(f"{suite}: onnxruntime cannot run {len(cases)} original model(s):")
-        for line in cases:
-            tr.write_line(f"  {line}")
+        details.append(f"{suite}: onnxruntime cannot run {len(cases)} original model(s):")
+        details.extend(f"  {line}" for line in cases)
+    add = getattr(config, "amanda_reports", None)
+    if add is not None:  # the root conftest prints it after the run, with the other reports
+        add.append(("ONNX round-trip suites", summary, details))
+        return
+    tr = terminalreporter  # run from the plugin's folder alone
+    tr.section("ONNX round-trip suites", sep="-")
+    for line in summary + (details if config.option.verbose > 0 else []):
+        tr.write_line(line)

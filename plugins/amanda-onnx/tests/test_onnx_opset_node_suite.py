@@ -283,7 +283,7 @@ def test_known_cases_still_fail(suite):
     assert not stale and not missing, f"KNOWN entries that no longer fail: {stale}; not in the suite: {missing}"
 
 
-def test_print_summary(suite, downgrades, capsys):
+def test_print_summary(suite, downgrades, amanda_report):
     runnable = _runnable(suite)
     broken = {n: r for n, r in suite["results"].items() if not r["original"]}
     a = sum(r["amanda"] == "pass" for r in runnable.values())
@@ -305,9 +305,7 @@ def test_print_summary(suite, downgrades, capsys):
     lines.append(f"  one opset down (Amanda, runnable cases above opset 7): {down['pass']} pass, "
                  f"{down['not converted']} not converted (no exact downgrade), {down['wrong']} wrong")
     fails = sorted((name, r) for name, r in runnable.items() if r["amanda"] != "pass")
-    for name, r in fails:
-        lines.append(f"    Amanda fails {name} (opset {r['opset']}; converter: {r['converter']}): "
-                     f"{r['amanda_detail'][:160]}")
-    with capsys.disabled():
-        print("\n" + "\n".join(lines))
+    details = [f"Amanda fails {name} (opset {r['opset']}; converter: {r['converter']}): {r['amanda_detail'][:160]}"
+               for name, r in fails]
+    amanda_report("ONNX node suite: opset upgrade", lines, details)
     assert a + c > 0
