@@ -315,3 +315,43 @@ def test_convert_check_runs_the_comparison_after_writing(tmp_path, toy, capsys):
     rc, out, err = run(capsys, "convert", a, "-o", str(tmp_path / "b.toy"), "--check", "--dim", "n=4")
     assert rc == 0, err
     assert "wrote" in out and "same outputs" in out and "x: float32[4, 3]" in out
+
+
+# --------------------------------------------------------------------------- 16. first schema generation
+
+
+class SlowNamespaces:
+    """A provider that takes a moment to build its schema, as a framework's registry does on a cold cache."""
+
+    @hookimpl
+    def amanda_namespaces(self):
+        import time
+
+        from amanda_core.namespace import StaticNamespaces
+        from amanda_core.namespace.schema import NamespaceSchema
+
+        class Slow(StaticNamespaces):
+            def schema(self, version):
+                time.sleep(1.3)
+                return super().schema(version)
+
+        return [Slow([NamespaceSchema("amanda/slow/1")])]
+
+
+def test_16_slow_schema_generation_says_so(capsys, amanda_isolated):
+    amanda_isolated(SlowNamespaces(), "slow")
+    rc, out, err = run(capsys, "schema", "amanda/slow")
+    assert rc == 0 and "namespace: amanda/slow/1" in out
+    assert "amanda: generating the schema of amanda/slow/1 from the installed framework (first use" in err
+
+
+def test_16_the_command_quiets_tensorflow_logs():
+    import subprocess
+
+    code = ("import os, sys; sys.argv = [os.path.join(os.path.dirname(sys.executable), 'amanda'), 'namespaces']\n"
+            "os.environ.pop('TF_CPP_MIN_LOG_LEVEL', None)\n"
+            "from amanda_core.cli.main import main\n"
+            "main(['namespaces']); print('level', os.environ.get('TF_CPP_MIN_LOG_LEVEL'))")
+    env = {**os.environ, "AMANDA_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+    assert p.returncode == 0 and p.stdout.strip().endswith("level 2"), p.stderr
