@@ -730,6 +730,61 @@ def library_for(type_systems: TypeSystemRegistry | None) -> dict[str, Callable[.
     """
     lib = dict(LIBRARY)
 
+# --------------------------------------------------------------------------- ONNX -> TensorFlow conversions
+# (element types TensorFlow's kernels take, constant operands of TF ops; used by the ONNX -> TF tables of amanda-tf)
+
+__all__ += ["tf_castable", "onnx_to_tf_pads", "onnx_perm", "onnx_reduce_axes", "tf_int_tensor"]
+
+_TF_CASTABLE = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                          "float16", "bfloat16", "float32", "float64"})
+
+
+def tf_castable(dtype: Any) -> bool:
+    """Whether TensorFlow's ``Cast`` kernel on the CPU reads and writes this element type (by name)."""
+    return str(dtype) in _TF_CASTABLE
+
+
+def onnx_to_tf_pads(pads: Sequence[int], rank: int, layout: str = "NCHW") -> np.ndarray:
+    """ONNX pads ``[b_0, ..., b_{r-1}, e_0, ..., e_{r-1}]`` (all ``rank`` axes, or only the spatial ones when
+    ``len(pads) == 2 * (rank - 2)``) as TensorFlow ``Pad``'s ``paddings``, an int64 ``[rank, 2]`` array: axes in
+    ``layout`` order, ``NCHW`` (as given) or ``NHWC`` (the channel axis moved last)."""
+    pads = [int(p) for p in pads]
+    n = len(pads) // 2
+    begin, end = pads[:n], pads[n:]
+    if n == rank - 2:
+        begin, end = [0, 0] + begin, [0, 0] + end
+    elif n != rank:
+        raise ValueError(f"{len(pads)} pads for a rank-{rank} tensor")
+    pairs = [[b, e] for b, e in zip(begin, end)]
+    if layout == "NHWC":
+        pairs = [pairs[0], *pairs[2:], pairs[1]]
+    return np.asarray(pairs, dtype=np.int64).reshape(rank, 2)
+
+
+def onnx_perm(perm: Sequence[int] | None, rank: int) -> np.ndarray:
+    """ONNX Transpose's ``perm`` (None: reverse the axes) as TensorFlow ``Transpose``'s int32 ``perm`` input."""
+    values = list(range(rank))[::-1] if perm is None else normalize_axes(perm, rank)
+    return np.asarray(values, dtype=np.int32)
+
+
+def onnx_reduce_axes(axes: Any, rank: int, noop_with_empty_axes: int = 0) -> np.ndarray | None:
+    """An ONNX reduction's axes (an attribute list, an ``axes`` input array, or None) as TensorFlow's int64
+    ``reduction_indices``: all axes when none are given (None instead when ``noop_with_empty_axes`` is set: the
+    op is then an identity)."""
+    values = [] if axes is None else [int(a) for a in np.asarray(axes).reshape(-1)]
+    if not values:
+        return None if noop_with_empty_axes else np.arange(rank, dtype=np.int64)
+    return np.asarray(normalize_axes(values, rank), dtype=np.int64)
+
+
+def tf_int_tensor(values: Any, dtype: str = "int64") -> np.ndarray:
+    """Ints (a list, an array, a number) as a one-dimensional array of ``dtype`` (a TF shape or index operand)."""
+    return np.asarray(values, dtype=dtype).reshape(-1)
+
+
+# --------------------------------------------------------------------------- end of ONNX -> TensorFlow conversions
+
+
     def dtype_name(dtype: Any, system: str | None = None) -> str:
         if dtype is None:
             raise ValueError("no dtype")
