@@ -77,7 +77,7 @@ def test_text_model_round_trip(tmp_path):
 def test_mobilenet_v2_round_trip(tmp_path):
     model, inputs = models.mobilenet_v2(size=96, batch=2)
     want = _round_trip(load_model(model), inputs, tmp_path)
-    ref = model(inputs["input_layer"], training=False).numpy()
+    ref = model(next(iter(inputs.values())), training=False).numpy()
     np.testing.assert_allclose(want["predictions"], ref, rtol=1e-4, atol=1e-6)
 
 

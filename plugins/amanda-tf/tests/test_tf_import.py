@@ -183,7 +183,7 @@ def test_keras_file_savedmodel_and_frozen_graph(tmp_path, tf_registry):
 def test_mobilenet_v2_small(tf_registry):
     model, inputs = models.mobilenet_v2(size=96)
     g = load_model(model)
-    assert [(p.name, p.dtype) for p in g.input_ports] == [("input_layer", "float32[?,96,96,3]")]
+    assert [(p.name, p.dtype) for p in g.input_ports] == [(next(iter(inputs)), "float32[?,96,96,3]")]
     assert g.output_ports.names() == ["predictions"]
     assert validate(g, tf_registry.namespaces) == []
     counts = {}
