@@ -1,0 +1,226 @@
+"""The ONNX node test suite converted to TensorFlow: every case of
+``onnx.backend.test.loader.load_model_tests(kind="node")`` is
+
+1. run as is in onnxruntime against its expected outputs (onnxruntime's own pass count);
+2. read with ``amanda_onnx.load_model``, typed by onnx's shape inference, converted to ``amanda/tensorflow`` with
+   the ONNX opset tables and the ``onnx_to_tf*.yaml`` tables of amanda-tf, and run with
+   ``amanda_tf.runner.run`` against the same expected outputs, compared the way onnx's backend tests compare
+   (same shape and dtype, ``assert_allclose`` with the case's ``rtol``/``atol``).
+
+Each case ends as ``pass``, ``refused`` (no rule converts some op exactly: the conversion names it), ``error``
+(converted, but TensorFlow refused to build or run the graph) or ``wrong`` (converted and ran, but an output
+differs).  The goal is no ``wrong`` and no ``error``: a conversion that cannot be exact must be refused.
+
+    .venv/bin/python bench/onnx_node_suite_tf.py            # the full run (prints the counts)
+    .venv/bin/python bench/onnx_node_suite_tf.py -v         # and every case that did not pass, with the reason
+    .venv/bin/python bench/onnx_node_suite_tf.py test_add test_conv_with_strides_padding   # some cases
+
+The functions here are also what ``plugins/amanda-tf/tests/test_onnx_to_tf.py`` runs on its subset.  The
+process imports TensorFlow, so it must not import torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLES = ROOT / "plugins" / "amanda-tf" / "amanda_tf" / "tables"
+
+_TABLES: list[Any] | None = None
+
+
+def tables() -> list[Any]:
+    """The ONNX opset tables, then the ONNX -> TF tables (loaded once)."""
+    global _TABLES
+    if _TABLES is None:
+        from amanda_core.mapping import load_table
+        from amanda_onnx import opset
+
+        _TABLES = [*opset.tables(), *(load_table(p, trusted=True) for p in sorted(TABLES.glob("onnx_to_tf*.yaml")))]
+    return _TABLES
+
+
+def load_cases(names: Iterable[str] | None = None) -> list[Any]:
+    """The node cases (all, or those named), in the loader's order."""
+    from onnx.backend.test import loader
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with np.errstate(all="ignore"):
+            cases = list(loader.load_model_tests(kind="node"))
+    if names is None:
+        return cases
+    wanted = set(names)
+    return [c for c in cases if c.name in wanted]
+
+
+def _normalize(value: Any) -> Any:
+    import onnx
+    from onnx import numpy_helper
+
+    if isinstance(value, onnx.TensorProto):
+        return numpy_helper.to_array(value)
+    if isinstance(value, onnx.SequenceProto):
+        return [_normalize(v) for v in numpy_helper.to_list(value)]
+    if isinstance(value, onnx.OptionalProto):
+        return _normalize(numpy_helper.to_optional(value))
+    if isinstance(value, (list, tuple)):
+        return [_normalize(v) for v in value]
+    return value
+
+
+def assert_similar(ref: Any, out: Any, rtol: float, atol: float) -> None:
+    """onnx's backend-test comparison (``Runner.assert_similar_outputs``) for one output."""
+    if isinstance(out, (list, tuple)) or isinstance(ref, (list, tuple)):
+        assert isinstance(out, (list, tuple)) and isinstance(ref, (list, tuple)), (type(ref), type(out))
+        assert len(out) == len(ref), f"sequence of {len(out)} values, expected {len(ref)}"
+        for r, o in zip(ref, out):
+            assert_similar(r, o, rtol, atol)
+        return
+    if ref is None or out is None:
+        assert ref is None and out is None, (ref, out)
+        return
+    ref, out = np.asarray(ref), np.asarray(out)
+    np.testing.assert_array_equal(out.shape, ref.shape, err_msg="output has the wrong shape")
+    if ref.dtype == object:
+        np.testing.assert_array_equal(out.astype(object), ref)
+        return
+    np.testing.assert_equal(out.dtype, ref.dtype)
+    r = rtol
+    if out.dtype.name == "bfloat16":
+        r = max(rtol, 2**-6)
+        out, ref = out.astype(np.float32), ref.astype(np.float32)
+    np.testing.assert_allclose(out, ref, rtol=r, atol=atol)
+
+
+def ort_passes(case: Any) -> bool:
+    """Whether onnxruntime runs the case as is and matches its expected outputs."""
+    import onnxruntime as ort
+
+    try:
+        options = ort.SessionOptions()
+        options.log_severity_level = 4
+        session = ort.InferenceSession(case.model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        names = [i.name for i in session.get_inputs()]
+        for inputs, expected in case.data_sets:
+            got = session.run(None, {n: _normalize(v) for n, v in zip(names, inputs)})
+            assert len(got) == len(expected)
+            for ref, out in zip(expected, got):
+                assert_similar(_normalize(ref), out, case.rtol, case.atol)
+    except Exception:  # noqa: BLE001 - a failure is a result
+        return False
+    return True
+
+
+def to_tf(model: Any) -> Any:
+    """The ONNX model converted to an ``amanda/tensorflow`` graph (raises ``ConversionError`` naming the ops no
+    rule converts)."""
+    import amanda_onnx
+    from amanda_core.errors import AmandaError
+    from amanda_core.mapping import convert
+    from amanda_core.plugin.manager import registry
+
+    reg = registry()
+    graph = amanda_onnx.load_model(model)
+    inferer = reg.type_inferer_for(graph.namespace)
+    if inferer is not None:
+        try:
+            inferer.infer(graph)
+        except AmandaError:
+            pass
+    out = convert(graph, "amanda/tensorflow", tables(), reg.namespaces, copy=False).graph
+    for port in out.output_ports:  # a value a new op makes carries no dtype yet: the graph output's says it
+        src = port.source
+        if src is not None and src.dtype is None and port.dtype is not None:
+            src.dtype = port.dtype
+    return out
+
+
+def run_tf(graph: Any, case: Any) -> None:
+    """Run the converted graph on every data set of the case; raises when an output differs."""
+    from amanda_tf.runner import Runnable
+
+    runnable = Runnable(graph)
+    names = graph.input_ports.names()
+    for inputs, expected in case.data_sets:
+        feeds = {n: _normalize(v) for n, v in zip(names, inputs)}
+        got = list(runnable(feeds).values())
+        assert len(got) == len(expected), f"{len(got)} outputs, expected {len(expected)}"
+        for ref, out in zip(expected, got):
+            assert_similar(_normalize(ref), out, case.rtol, case.atol)
+
+
+def attempt(case: Any) -> tuple[str, str]:
+    """``(outcome, detail)``: outcome is ``pass``, ``refused``, ``error`` or ``wrong``."""
+    from amanda_core.mapping import ConversionError
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            graph = to_tf(case.model)
+    except ConversionError as e:
+        return "refused", str(e).splitlines()[0][:300]
+    except Exception as e:  # noqa: BLE001 - every failure is a result to count
+        return "error", f"convert: {type(e).__name__}: {e}".splitlines()[0][:300]
+    try:
+        run_tf(graph, case)
+    except AssertionError as e:
+        return "wrong", " ".join(str(e).split())[:300]
+    except Exception as e:  # noqa: BLE001
+        return "error", f"run: {type(e).__name__}: {e}".splitlines()[0][:300]
+    return "pass", ""
+
+
+def run_suite(cases: list[Any], verbose: bool = False) -> dict[str, Any]:
+    results: dict[str, tuple[bool, str, str]] = {}
+    for case in cases:
+        ort_ok = ort_passes(case)
+        outcome, detail = attempt(case)
+        results[case.name] = (ort_ok, outcome, detail)
+        if verbose and outcome != "pass":
+            print(f"{case.name}: {outcome}{' (ort fails too)' if not ort_ok else ''}: {detail}", flush=True)
+    counts: Counter[str] = Counter()
+    for ort_ok, outcome, _ in results.values():
+        counts[outcome] += 1
+        counts["ort pass"] += ort_ok
+        if ort_ok:
+            counts[f"ort pass, tf {outcome}"] += 1
+    return {"results": results, "counts": counts}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("cases", nargs="*", help="case names (default: all)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print every case that does not pass")
+    args = parser.parse_args(argv)
+    import os
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    start = time.perf_counter()
+    cases = load_cases(args.cases or None)
+    suite = run_suite(cases, args.verbose)
+    c = suite["counts"]
+    n = len(cases)
+    ort = c["ort pass"]
+    both = c["ort pass, tf pass"]
+    print(f"node cases: {n}")
+    print(f"onnxruntime passes: {ort}")
+    print(f"converted to TF and pass: {c['pass']} ({both} of onnxruntime's {ort}: "
+          f"{100.0 * both / max(ort, 1):.1f}%)")
+    print(f"refused (no exact rule): {c['refused']}")
+    print(f"converted, TF failed to run: {c['error']}")
+    print(f"converted, wrong result: {c['wrong']}")
+    print(f"seconds: {time.perf_counter() - start:.0f}")
+    return 0 if c["wrong"] == 0 and c["error"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
