@@ -54,6 +54,7 @@ __all__ = [
     "onnx_constant_value",
     "split_sizes",
     "elem_kind",
+    "value_elem",
     "is_tensor_value",
     "is_number",
     "tensor_dtype",
@@ -76,6 +77,7 @@ __all__ = [
     "library_for",
 ]
 
+import functools
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
@@ -329,10 +331,10 @@ def value_dtype(port: Any) -> Any:
     return dtype
 
 
-def port_shape(port: Any) -> list[Any] | None:
+def port_shape(port: Any, dtype_of: Callable[[Any], Any] = value_dtype) -> list[Any] | None:
     """The shape of the value at ``port`` as a list (ints for known sizes, None for symbolic ones); None when the
     rank is unknown.  Reads parsed dtypes that have a ``shape`` (ONNX) or ``sizes()`` (torch)."""
-    dtype = value_dtype(port)
+    dtype = dtype_of(port)
     if dtype is None:
         return None
     shape = getattr(dtype, "shape", None)
@@ -343,14 +345,14 @@ def port_shape(port: Any) -> list[Any] | None:
     return [int(d) if isinstance(d, (int, np.integer)) and int(d) >= 0 else None for d in shape]
 
 
-def port_rank(port: Any) -> int | None:
-    shape = port_shape(port)
+def port_rank(port: Any, dtype_of: Callable[[Any], Any] = value_dtype) -> int | None:
+    shape = port_shape(port, dtype_of)
     return None if shape is None else len(shape)
 
 
-def static_shape(port: Any) -> list[int] | None:
+def static_shape(port: Any, dtype_of: Callable[[Any], Any] = value_dtype) -> list[int] | None:
     """The shape at ``port`` when every size is known, else None."""
-    shape = port_shape(port)
+    shape = port_shape(port, dtype_of)
     if shape is None or any(d is None for d in shape):
         return None
     return [int(d) for d in shape]
@@ -541,6 +543,27 @@ def elem_kind(value: Any) -> str:
     return "other"
 
 
+def value_elem(port: Any, dtype_of: Callable[[Any], Any] = value_dtype) -> str | None:
+    """The canonical element type name (``float32``, ``int64``) of the value at ``port``; None when unknown."""
+    return _elem_of(dtype_of(port))
+
+
+def _elem_of(dtype: Any) -> str | None:
+    if dtype is None or isinstance(dtype, str):
+        return None
+    canonical = getattr(dtype, "canonical_dtype", None)
+    if callable(canonical):
+        c = canonical()
+        return None if c is None else str(c)
+    np_dtype = getattr(dtype, "numpy_dtype", None)
+    if np_dtype is not None:
+        try:
+            return str(np.dtype(np_dtype).name)
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
 # --------------------------------------------------------------------------- end of ONNX -> framework conversions
 
 
@@ -563,15 +586,30 @@ def is_number(value: Any) -> bool:
 
 def tensor_dtype(port: Any) -> str | None:
     """The element type name (``float32``) of the tensor at ``port``; None when the value is not a tensor or its
-    element type is unknown."""
-    dtype = value_dtype(port)
-    if dtype is None or not getattr(dtype, "is_tensor", True):
+    element type is unknown.  (Expressions see the version of :func:`library_for`, which also reads dtypes left
+    as text by another type system.)"""
+    return _tensor_dtype_of(value_dtype(port))
+
+
+def _tensor_dtype_of(dtype: Any) -> str | None:
+    if dtype is None or isinstance(dtype, str) or not getattr(dtype, "is_tensor", True):
         return None
     name = getattr(dtype, "dtype", None)
     if isinstance(name, str) and name:
         return name
     elem = getattr(dtype, "elem_type", None)
     return str(elem) if isinstance(elem, str) and elem else None
+
+
+def _shape_of(dtype: Any) -> list[Any] | None:
+    if dtype is None or isinstance(dtype, str):
+        return None
+    shape = getattr(dtype, "shape", None)
+    if shape is None and callable(getattr(dtype, "sizes", None)):
+        shape = dtype.sizes()
+    if shape is None or callable(shape):
+        return None
+    return [int(d) if isinstance(d, (int, np.integer)) and int(d) >= 0 else None for d in shape]
 
 
 def same_tensor_dtype(*ports: Any) -> bool:
@@ -692,44 +730,6 @@ def unsqueezed(value: Any, dim: int) -> np.ndarray:
 # --------------------------------------------------------------------------- end of framework -> ONNX conversions
 
 
-LIBRARY: dict[str, Callable[..., Any]] = {name: globals()[name] for name in __all__
-                                          if name not in ("LIBRARY", "INVERSES", "library_for")}
-"""Every function above, by name, as expressions see them."""
-
-INVERSES: dict[str, str] = {
-    "str_equals": "bool_to_str",
-    "bool_to_str": "str_equals",
-    "spatial": "with_layout",
-    "with_layout": "spatial",
-    "tensor_to_ints": "ints_to_tensor",
-    "ints_to_tensor": "tensor_to_ints",
-    "tensor_to_floats": "floats_to_tensor",
-    "floats_to_tensor": "tensor_to_floats",
-    "nhwc_to_nchw_axis": "nchw_to_nhwc_axis",
-    "nchw_to_nhwc_axis": "nhwc_to_nchw_axis",
-    "perm_to_nchw": "perm_to_nhwc",
-    "perm_to_nhwc": "perm_to_nchw",
-    "nhwc_to_nchw_shape": "nchw_to_nhwc_shape",
-    "nchw_to_nhwc_shape": "nhwc_to_nchw_shape",
-    "pads_to_pairs": "pads_from_pairs",
-    "pads_from_pairs": "pads_to_pairs",
-    "auto_pad_from_padding": "padding_from_auto_pad",
-    "padding_from_auto_pad": "auto_pad_from_padding",
-    "convert_dtype": "convert_dtype",
-}
-"""Functions with an inverse, for tables declared ``bidirectional`` (``convert_dtype(v, a, b)`` is undone by
-``convert_dtype(v, b, a)``; ``str_equals(v, s)`` by ``bool_to_str(v, s, <other>)``)."""
-
-
-def library_for(type_systems: TypeSystemRegistry | None) -> dict[str, Callable[..., Any]]:
-    """The functions expressions see, with the dtype helpers bound to the registered type systems:
-
-    * ``dtype_name(dtype)`` - the numpy-style name (``float32``) of a dtype of any type system;
-    * ``convert_dtype(value, src, dst)`` - a dtype written in type system ``src`` (``"torch"``) written in ``dst``
-      (``"tf"``): ``convert_dtype("Float", "torch", "tf")`` -> ``"float32"``.
-    """
-    lib = dict(LIBRARY)
-
 # --------------------------------------------------------------------------- ONNX -> TensorFlow conversions
 # (element types TensorFlow's kernels take, constant operands of TF ops; used by the ONNX -> TF tables of amanda-tf)
 
@@ -785,6 +785,44 @@ def tf_int_tensor(values: Any, dtype: str = "int64") -> np.ndarray:
 # --------------------------------------------------------------------------- end of ONNX -> TensorFlow conversions
 
 
+LIBRARY: dict[str, Callable[..., Any]] = {name: globals()[name] for name in __all__
+                                          if name not in ("LIBRARY", "INVERSES", "library_for")}
+"""Every function above, by name, as expressions see them."""
+
+INVERSES: dict[str, str] = {
+    "str_equals": "bool_to_str",
+    "bool_to_str": "str_equals",
+    "spatial": "with_layout",
+    "with_layout": "spatial",
+    "tensor_to_ints": "ints_to_tensor",
+    "ints_to_tensor": "tensor_to_ints",
+    "tensor_to_floats": "floats_to_tensor",
+    "floats_to_tensor": "tensor_to_floats",
+    "nhwc_to_nchw_axis": "nchw_to_nhwc_axis",
+    "nchw_to_nhwc_axis": "nhwc_to_nchw_axis",
+    "perm_to_nchw": "perm_to_nhwc",
+    "perm_to_nhwc": "perm_to_nchw",
+    "nhwc_to_nchw_shape": "nchw_to_nhwc_shape",
+    "nchw_to_nhwc_shape": "nhwc_to_nchw_shape",
+    "pads_to_pairs": "pads_from_pairs",
+    "pads_from_pairs": "pads_to_pairs",
+    "auto_pad_from_padding": "padding_from_auto_pad",
+    "padding_from_auto_pad": "auto_pad_from_padding",
+    "convert_dtype": "convert_dtype",
+}
+"""Functions with an inverse, for tables declared ``bidirectional`` (``convert_dtype(v, a, b)`` is undone by
+``convert_dtype(v, b, a)``; ``str_equals(v, s)`` by ``bool_to_str(v, s, <other>)``)."""
+
+
+def library_for(type_systems: TypeSystemRegistry | None) -> dict[str, Callable[..., Any]]:
+    """The functions expressions see, with the dtype helpers bound to the registered type systems:
+
+    * ``dtype_name(dtype)`` - the numpy-style name (``float32``) of a dtype of any type system;
+    * ``convert_dtype(value, src, dst)`` - a dtype written in type system ``src`` (``"torch"``) written in ``dst``
+      (``"tf"``): ``convert_dtype("Float", "torch", "tf")`` -> ``"float32"``.
+    """
+    lib = dict(LIBRARY)
+
     def dtype_name(dtype: Any, system: str | None = None) -> str:
         if dtype is None:
             raise ValueError("no dtype")
@@ -821,6 +859,69 @@ def tf_int_tensor(values: Any, dtype: str = "int64") -> np.ndarray:
             raise ValueError(f"type system {dst!r} has no dtype for {c!r} (from {value!r})")
         return out
 
+    def parsed_value_type(port: Any) -> Any:
+        # a dtype left as text (written in another type system than the port's namespace reads, as happens
+        # while a conversion moves ops between families) is parsed by whichever registered system reads it
+        dtype = value_dtype(port)
+        if isinstance(dtype, str) and type_systems is not None:
+            for name in type_systems.names():
+                ts = type_systems.get(name)
+                try:
+                    parsed = ts.parse_dtype(dtype) if ts is not None else None
+                except Exception:  # noqa: BLE001 - not a text this system reads
+                    continue
+                if parsed is not None and not isinstance(parsed, str):
+                    return parsed
+        return dtype
+
+    def tensor_dtype(port: Any) -> str | None:
+        """The element type name (``float32``) of the tensor at ``port``, whichever type system wrote its dtype;
+        None when the value is not a tensor or its element type is unknown."""
+        return _tensor_dtype_of(parsed_value_type(port))
+
+    def shape_of(port: Any) -> list[Any] | None:
+        """The shape at ``port`` (ints, None for unknown or symbolic sizes; None when the rank is unknown),
+        whichever type system wrote its dtype."""
+        return _shape_of(parsed_value_type(port))
+
+    def rank_of(port: Any) -> int | None:
+        shape = shape_of(port)
+        return None if shape is None else len(shape)
+
+    def static_shape_of(port: Any) -> list[int] | None:
+        shape = shape_of(port)
+        return None if shape is None or any(d is None for d in shape) else [int(d) for d in shape]
+
+    def same_tensor_dtype(*ports: Any) -> bool:
+        """Whether every port carries a tensor of one known element type."""
+        names = [tensor_dtype(p) for p in ports]
+        return bool(names) and names[0] is not None and all(n == names[0] for n in names)
+
     lib["dtype_name"] = dtype_name
     lib["convert_dtype"] = convert_dtype
+
+    # value types at ports (ONNX -> framework conversions): a dtype string that the type system of the port's
+    # current namespace cannot parse (a value made by an op a rule already converted) is parsed by the registered
+    # type system that can
+    def any_value_dtype(port: Any) -> Any:
+        dtype = value_dtype(port)
+        if isinstance(dtype, str) and type_systems is not None:
+            for name in type_systems.names():
+                ts = type_systems.get(name)
+                try:
+                    parsed = ts.parse_dtype(dtype) if ts is not None else None
+                except Exception:  # noqa: BLE001 - not this type system's spelling
+                    continue
+                if _elem_of(parsed) is not None:
+                    return parsed
+        return dtype
+
+    lib["value_dtype"] = any_value_dtype
+    for helper in (port_shape, port_rank, static_shape, value_elem):
+        lib[helper.__name__] = functools.partial(helper, dtype_of=any_value_dtype)
+    lib["tensor_dtype"] = tensor_dtype
+    lib["shape_of"] = shape_of
+    lib["rank_of"] = rank_of
+    lib["static_shape_of"] = static_shape_of
+    lib["same_tensor_dtype"] = same_tensor_dtype
     return lib
