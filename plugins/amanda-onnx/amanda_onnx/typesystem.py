@@ -200,6 +200,8 @@ class OnnxTypeSystem(TypeSystem):
 
     def tensor_type(self, dtype: Any) -> tuple[str, tuple[int | str | None, ...] | None] | None:
         """``tensor(float)[N,3]`` -> ``("float32", ("N", 3))``."""
+        from amanda_core.namespace.types import TypeExprError
+
         from .dtypes import numpy_dtype, parse_dtype
 
         try:
@@ -207,7 +209,7 @@ class OnnxTypeSystem(TypeSystem):
             if t.kind != "tensor" or t.elem_type is None:
                 return None
             elem = "string" if t.elem_type == "string" else numpy_dtype(t.elem_type).name
-        except (ValueError, TypeError, KeyError):
+        except (ValueError, TypeError, KeyError, TypeExprError):  # not an ONNX type (another system's string)
             return None
         return elem, t.shape
 

@@ -1,0 +1,389 @@
+"""The layout pass of TF -> ONNX: remove the transposes the conversion put around channels-last ops.
+
+``tf-to-onnx`` converts each NHWC op (convolutions, pooling, fused batch norm) to its ONNX op between two explicit
+``Transpose`` ops and leaves every other op in the layout of its data.  :func:`optimize` then, on an
+``amanda/onnx`` graph and every graph nested in it, until nothing changes:
+
+* **cancels and composes**: ``Transpose(p)`` feeding ``Transpose(q)`` becomes one ``Transpose`` (none when the
+  composed permutation is the identity);
+* **folds into constants**: a ``Transpose`` of a constant becomes a constant holding the transposed array;
+* **pushes transposes down** through the ops that commute with a permutation, when every reader of the transpose
+  can take it: elementwise ops of one input (``Relu``, ``Clip``, ``Sigmoid`` ...), elementwise ops of several
+  inputs whose other inputs are the same permutation or constants (a broadcast constant is expanded to the rank
+  and transposed), ``Pad`` with constant pads (permuted), reductions with constant axes (axes remapped;
+  ``keepdims=0`` leaves the permutation of the kept axes, often none), ``Concat`` (axis remapped) and
+  ``Softmax``/``LogSoftmax`` along a remapped axis;
+* **folds constants**: elementwise arithmetic, ``Sqrt``, ``Reciprocal``, ``Transpose``, ``Reshape``, ``Squeeze``,
+  ``Unsqueeze`` and ``Cast`` of constants become one ``Initializer``;
+* **folds per-channel scales and shifts into convolutions**: ``Conv -> Mul(c) -> Add(b)`` with ``c``/``b``
+  constant along the channel axis (what Keras 3's batch normalisation becomes once frozen) becomes one ``Conv``
+  with scaled weights and a bias.
+
+Transposes that feed a graph output or an op none of the rules commute with stay. :func:`count_transposes`
+counts those left (nested graphs included).
+"""
+
+from __future__ import annotations
+
+__all__ = ["optimize", "count_transposes", "LayoutReport"]
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from amanda_core import Graph, Op
+
+_UNARY = {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Neg", "Abs", "Sqrt", "Floor", "Ceil", "Erf", "Softplus",
+          "Softsign", "Selu", "Sin", "Cos", "Reciprocal", "Sign", "Round", "Not", "IsNaN", "Elu", "LeakyRelu",
+          "Identity", "Cast", "HardSigmoid", "HardSwish", "Gelu", "Mish"}
+_CLIP = {"Clip"}
+_BINARY = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "Greater", "Less", "Equal", "GreaterOrEqual",
+           "LessOrEqual", "And", "Or", "Where", "PRelu", "Mod"}
+_REDUCE = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"}
+_FOLD = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": None, "Sqrt": np.sqrt,
+         "Reciprocal": None, "Neg": np.negative}
+
+
+@dataclass
+class LayoutReport:
+    """What :func:`optimize` did: transposes before and after, and the counts of each rewrite."""
+
+    transposes_before: int = 0
+    transposes_after: int = 0
+    rewrites: dict[str, int] = field(default_factory=dict)
+
+    def count(self, what: str) -> None:
+        self.rewrites[what] = self.rewrites.get(what, 0) + 1
+
+    def summary(self) -> str:
+        done = ", ".join(f"{k} {v}" for k, v in sorted(self.rewrites.items()))
+        return f"layout: transposes {self.transposes_before} -> {self.transposes_after} ({done or 'no rewrites'})"
+
+
+def _graphs(graph: Graph) -> list[Graph]:
+    out = [graph]
+    for op in graph:
+        for value in op.attrs.values():
+            items = value if isinstance(value, list) else [value]
+            for v in items:
+                if isinstance(v, Graph):
+                    out.extend(_graphs(v))
+        if op.body is not None:
+            out.extend(_graphs(op.body))
+    return out
+
+
+def count_transposes(graph: Graph) -> int:
+    """The ``Transpose`` ops in ``graph`` and every graph nested in it."""
+    return sum(1 for g in _graphs(graph) for op in g if op.type == "Transpose")
+
+
+def _const(port: Any) -> np.ndarray | None:
+    """The array a constant op feeds into ``port`` (an input port or an output port), else None."""
+    src = port.source if hasattr(port, "source") else port
+    if src is None or src.op is None:
+        return None
+    op = src.op
+    if op.type == "Initializer" and not op.attrs.get("graph_input"):
+        v = op.attrs.get("value")
+    elif op.type == "Constant" and "value" in op.attrs:
+        v = op.attrs["value"]
+    else:
+        return None
+    return v if isinstance(v, np.ndarray) else None
+
+
+def _producer(port: Any) -> Op | None:
+    src = port.source
+    return None if src is None else src.op
+
+
+class _Pass:
+    def __init__(self, graph: Graph, report: LayoutReport) -> None:
+        self.g = graph
+        self.report = report
+
+    # -- helpers
+    def new_const(self, base: str, value: np.ndarray) -> Any:
+        op = self.g.add_op("Initializer", self.g.unique_name(base), outputs=["output"],
+                           attrs={"value": np.ascontiguousarray(value)})
+        return op.output_ports[0]
+
+    def new_transpose(self, src: Any, perm: list[int], base: str) -> Any:
+        op = self.g.add_op("Transpose", self.g.unique_name(base), inputs=["data"], outputs=["transposed"],
+                           attrs={"perm": [int(p) for p in perm]}, sources=[src])
+        return op.output_ports[0]
+
+    def drop_if_unused(self, op: Op | None) -> None:
+        while op is not None and op.graph is self.g and not any(p.consumers for p in op.output_ports):
+            if op.type in ("Initializer",) and op.attrs.get("graph_input"):
+                return
+            feeders = [_producer(p) for p in op.input_ports]
+            self.g.remove_op(op)
+            for f in feeders:
+                if f is not None and f.type in ("Initializer", "Constant", "Transpose"):
+                    self.drop_if_unused(f)
+            return
+
+    # -- transposes
+    def compose(self, t: Op) -> bool:
+        prev = _producer(t.input_ports[0])
+        if prev is None or prev.type != "Transpose":
+            return False
+        p, q = list(prev.attrs["perm"]), list(t.attrs["perm"])
+        perm = [p[i] for i in q]
+        src = prev.input_ports[0].source
+        if perm == list(range(len(perm))):
+            self.g.replace_all_uses(t.output_ports[0], src)
+            self.g.remove_op(t)
+            self.report.count("cancelled")
+        else:
+            self.g.connect(src, t.input_ports[0], replace=True)
+            t.attrs["perm"] = perm
+            self.report.count("composed")
+        self.drop_if_unused(prev)
+        return True
+
+    def fold_const(self, t: Op) -> bool:
+        value = _const(t.input_ports[0])
+        if value is None:
+            return False
+        out = self.new_const(t.name + "/folded", np.transpose(value, t.attrs["perm"]))
+        self.g.replace_all_uses(t.output_ports[0], out)
+        prev = _producer(t.input_ports[0])
+        self.g.remove_op(t)
+        self.drop_if_unused(prev)
+        self.report.count("folded into constants")
+        return True
+
+    def push(self, t: Op) -> bool:
+        out = t.output_ports[0]
+        readers = list(out.consumers)
+        if not readers or any(r.op is None for r in readers):  # feeds a graph output
+            return False
+        perm = list(t.attrs["perm"])
+        ops: list[Op] = []
+        for r in readers:
+            if r.op not in ops:
+                ops.append(r.op)
+        if not all(o.type == "Transpose" or self.can_push(o, perm) for o in ops):
+            return False
+        pushed = [o for o in ops if o.type != "Transpose"]
+        if not pushed:  # only transposes read it: they compose with it on their own visit
+            return False
+        for o in pushed:
+            self.push_through(o, perm)
+        # what is left reading t: transposes, which compose on their own visit
+        if t.graph is self.g and not out.consumers:
+            self.g.remove_op(t)
+        return True
+
+    def can_push(self, op: Op, perm: list[int]) -> bool:
+        t = op.type
+        rank = len(perm)
+        data = [p for p in op.input_ports if p.source is not None]
+        if t in _UNARY or t in _CLIP:
+            first = op.input_ports[0]
+            return _is_transpose(first, perm) and all(
+                _const(p) is not None and _const(p).ndim == 0 for p in data[1:])
+        if t in _BINARY:
+            ok = False
+            for p in data:
+                if _is_transpose(p, perm):
+                    ok = True
+                    continue
+                c = _const(p)
+                if c is None or c.ndim > rank:
+                    return False
+            return ok
+        if t == "Pad":
+            return (_is_transpose(op.input_ports[0], perm) and _const(op.input_ports["pads"]) is not None
+                    and ("axes" not in op.input_ports or op.input_ports["axes"].source is None))
+        if t in _REDUCE:
+            axes = op.input_ports["axes"] if "axes" in op.input_ports else None
+            return (_is_transpose(op.input_ports[0], perm) and axes is not None and _const(axes) is not None)
+        if t == "Concat":
+            return all(_is_transpose(p, perm) or (_const(p) is not None and _const(p).ndim == rank) for p in data)
+        if t in ("Softmax", "LogSoftmax"):
+            return _is_transpose(op.input_ports[0], perm)
+        return False
+
+    def push_through(self, op: Op, perm: list[int]) -> None:
+        rank = len(perm)
+        inv = [perm.index(i) for i in range(rank)]
+        t = op.type
+        out_perm: list[int] | None = perm
+        for p in list(op.input_ports):
+            if p.source is None:
+                continue
+            prod = _producer(p)
+            if prod is not None and prod.type == "Transpose" and list(prod.attrs["perm"]) == perm:
+                self.g.connect(prod.input_ports[0].source, p, replace=True)
+                self.drop_if_unused(prod)
+                continue
+            c = _const(p)
+            if c is None:
+                continue
+            if t in _UNARY or t in _CLIP or (t == "Pad" and p.name != "pads") or t in _REDUCE:
+                pass
+            if t in _BINARY or t == "Concat":
+                if c.ndim == 0:
+                    continue
+                full = c.reshape((1,) * (rank - c.ndim) + c.shape)
+                new = self.new_const((prod.name if prod else op.name) + "/t", np.transpose(full, inv))
+                self.g.connect(new, p, replace=True)
+                self.drop_if_unused(prod)
+            elif t == "Pad" and p.name == "pads":
+                begins, ends = list(c[:rank]), list(c[rank:])
+                pads = np.asarray([begins[i] for i in inv] + [ends[i] for i in inv], dtype=np.int64)
+                self.g.connect(self.new_const(op.name + "/pads", pads), p, replace=True)
+                self.drop_if_unused(prod)
+            elif t in _REDUCE and p.name == "axes":
+                axes_y = [int(a) % rank for a in c.reshape(-1)]
+                axes_x = sorted(perm[a] for a in axes_y)
+                self.g.connect(self.new_const(op.name + "/axes", np.asarray(axes_x, dtype=np.int64)), p,
+                               replace=True)
+                self.drop_if_unused(prod)
+                if not op.attrs.get("keepdims", 1):
+                    kept_y = [i for i in range(rank) if i not in axes_y]
+                    kept_x = [i for i in range(rank) if i not in axes_x]
+                    out_perm = [kept_x.index(perm[i]) for i in kept_y]
+        if t == "Concat":
+            op.attrs["axis"] = perm[int(op.attrs.get("axis", 0)) % rank]
+        if t in ("Softmax", "LogSoftmax"):
+            op.attrs["axis"] = perm[int(op.attrs.get("axis", -1)) % rank]
+        self.report.count("pushed down")
+        for q in op.output_ports:
+            readers = list(q.consumers)
+            if not readers:
+                continue
+            old_dtype = q.dtype
+            q.dtype = None
+            if out_perm is None or out_perm == list(range(len(out_perm))):
+                continue
+            new = self.new_transpose(q, out_perm, op.name + "/to_nhwc")
+            new.dtype = old_dtype
+            for r in readers:
+                self.g.connect(new, r, replace=True)
+
+    # -- constants
+    def fold(self, op: Op) -> bool:
+        t = op.type
+        ins = [p for p in op.input_ports if p.source is not None]
+        if not ins or len(op.output_ports) != 1:
+            return False
+        vals = [_const(p) for p in ins]
+        if any(v is None for v in vals):
+            return False
+        try:
+            if t in ("Add", "Sub", "Mul", "Neg", "Sqrt"):
+                r = _FOLD[t](*vals)
+            elif t == "Div":
+                r = vals[0] / vals[1] if vals[0].dtype.kind == "f" else vals[0] // vals[1]
+            elif t == "Reciprocal":
+                r = np.reciprocal(vals[0])
+            elif t == "Transpose":
+                r = np.transpose(vals[0], op.attrs.get("perm"))
+            elif t == "Reshape":
+                shape = [int(s) for s in vals[1]]
+                shape = [vals[0].shape[i] if s == 0 and not op.attrs.get("allowzero") else s
+                         for i, s in enumerate(shape)]
+                r = vals[0].reshape(shape)
+            elif t in ("Squeeze", "Unsqueeze") and len(vals) == 2:
+                axes = tuple(int(a) for a in vals[1])
+                r = np.squeeze(vals[0], axes) if t == "Squeeze" else np.expand_dims(vals[0], axes)
+            else:
+                return False
+        except (ValueError, TypeError):
+            return False
+        r = np.asarray(r).astype(vals[0].dtype, copy=False)
+        out = self.new_const(op.name + "/folded", r)
+        self.g.replace_all_uses(op.output_ports[0], out)
+        feeders = [_producer(p) for p in ins]
+        self.g.remove_op(op)
+        for f in feeders:
+            self.drop_if_unused(f)
+        self.report.count("constants folded")
+        return True
+
+    def fuse_conv(self, op: Op) -> bool:
+        """``Conv -> Mul(c)`` or ``Conv -> Add(b)`` (``c``, ``b`` constant per output channel) into the Conv."""
+        if op.type not in ("Mul", "Add", "Sub"):
+            return False
+        conv, c = None, None
+        for i, p in enumerate(op.input_ports[:2]):
+            prod = _producer(p)
+            if prod is not None and prod.type == "Conv":
+                other = op.input_ports[1 - i]
+                if op.type == "Sub" and i != 0:
+                    return False
+                conv, c = prod, _const(other)
+        if conv is None or c is None or len(conv.output_ports[0].consumers) != 1:
+            return False
+        w = _const(conv.input_ports["W"])
+        if w is None or w.dtype.kind != "f":
+            return False
+        cout, rank = w.shape[0], w.ndim
+        if c.ndim > rank or c.size not in (1, cout):
+            return False
+        if c.size == cout:
+            full = c.reshape((1,) * (rank - c.ndim) + c.shape)
+            if full.shape[1] != cout:
+                return False
+        vec = np.broadcast_to(c.reshape(-1), (cout,)).astype(w.dtype)
+        bport = conv.input_ports["B"] if "B" in conv.input_ports else None
+        b = _const(bport) if bport is not None and bport.source is not None else None
+        if bport is not None and bport.source is not None and b is None:
+            return False
+        b = np.zeros((cout,), w.dtype) if b is None else b
+        if op.type == "Mul":
+            w2, b2 = w * vec.reshape((cout,) + (1,) * (rank - 1)), b * vec
+        elif op.type == "Add":
+            w2, b2 = w, b + vec
+        else:
+            w2, b2 = w, b - vec
+        wprod = _producer(conv.input_ports["W"])
+        if w2 is not w:
+            self.g.connect(self.new_const(wprod.name, w2), conv.input_ports["W"], replace=True)
+            self.drop_if_unused(wprod)
+        if bport is None:
+            bport = conv.add_input_port("B")
+        bprod = _producer(bport)
+        self.g.connect(self.new_const(conv.name + "/bias", b2.astype(w.dtype)), bport, replace=True)
+        self.drop_if_unused(bprod)
+        self.g.replace_all_uses(op.output_ports[0], conv.output_ports[0])
+        feeders = [_producer(p) for p in op.input_ports]
+        self.g.remove_op(op)
+        for f in feeders:
+            self.drop_if_unused(f)
+        self.report.count("fused into Conv")
+        return True
+
+    def run(self) -> None:
+        changed = True
+        while changed:
+            changed = False
+            for op in list(self.g.topological_order()):
+                if op.graph is not self.g:
+                    continue
+                if op.type == "Transpose":
+                    done = self.compose(op) or self.fold_const(op) or self.push(op)
+                else:
+                    done = self.fold(op) or self.fuse_conv(op)
+                changed = changed or done
+
+
+def _is_transpose(port: Any, perm: list[int]) -> bool:
+    prod = _producer(port)
+    return prod is not None and prod.type == "Transpose" and list(prod.attrs["perm"]) == perm
+
+
+def optimize(graph: Graph) -> LayoutReport:
+    """Remove the transposes of ``graph`` (an ``amanda/onnx`` graph) that can go, in place, nested graphs
+    included; returns what was done."""
+    report = LayoutReport(transposes_before=count_transposes(graph))
+    for g in _graphs(graph):
+        _Pass(g, report).run()
+    report.transposes_after = count_transposes(graph)
+    return report
