@@ -7,13 +7,22 @@ type name that numpy may not know natively (``bfloat16``, ``float8e4m3fn``,
 ``int4``; the array then holds the raw storage, see :mod:`ml_dtypes`).
 
 Tensors are treated as immutable: copying a graph shares them.
+
+:class:`FileTensor` is a lazy tensor whose bytes are a range of a file (an ONNX external data file, the
+``raw_data`` of a tensor inside a model file): the file is opened when the tensor is made (so replacing the file
+afterwards, even by the model being written from it, does not change what the tensor reads), memory-mapped on
+first use, and its bytes can be copied to another file without passing through the process's memory
+(:meth:`FileTensor.copy_to`).
 """
 
 from __future__ import annotations
 
-__all__ = ["Tensor", "as_array", "is_tensor", "tensor_nbytes", "resolve_dtype"]
+__all__ = ["Tensor", "FileTensor", "MappedFile", "as_array", "is_tensor", "tensor_nbytes", "resolve_dtype"]
 
-from typing import Any, Callable
+import mmap
+import os
+import threading
+from typing import IO, Any, Callable
 
 import numpy as np
 
@@ -107,6 +116,126 @@ class Tensor:
         return tensors_equal(self, other)
 
     __hash__ = None  # type: ignore[assignment]
+
+
+class MappedFile:
+    """One file that lazy tensors read from: opened now (its inode is pinned for as long as a tensor refers to
+    it), memory-mapped read-only on first use, shared by every tensor of the file."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._file = open(path, "rb")  # noqa: SIM115 - kept open while tensors refer to it
+        self._map: mmap.mmap | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def fd(self) -> int:
+        return self._file.fileno()
+
+    def size(self) -> int:
+        """The file's size now (it may have been truncated since it was opened)."""
+        return os.fstat(self._file.fileno()).st_size
+
+    def map(self) -> mmap.mmap | None:
+        """The read-only map of the whole file (None for an empty file)."""
+        if self._map is None:
+            with self._lock:
+                if self._map is None and self.size():
+                    self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+        return self._map
+
+    def check_range(self, offset: int, length: int, what: str) -> None:
+        """Raise a one-line error naming ``what`` and the file when it is shorter than ``offset + length``."""
+        size = self.size()
+        if offset < 0 or offset + length > size:
+            from ..errors import AmandaError
+
+            raise AmandaError(f"{what}: the file {self.path} has {size} bytes, the tensor needs bytes {offset} to "
+                              f"{offset + length}")
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path!r})"
+
+
+_COPY_CHUNK = 64 * 2**20
+
+
+class FileTensor(Tensor):
+    """A lazy tensor whose little-endian bytes are ``length`` bytes at ``offset`` of a :class:`MappedFile`.
+
+    ``decode`` (optional) turns the mapped bytes (a read-only ``uint8`` array) into the tensor's array, for
+    storage that is not one element per item (packed 4-bit types); by default the bytes are viewed as ``dtype``
+    (no copy).  ``label`` names the tensor in error messages."""
+
+    __slots__ = ("file", "offset", "length", "label")
+
+    def __init__(self, file: MappedFile, offset: int, length: int, *, dtype: str, shape: tuple[int, ...],
+                 decode: Callable[[np.ndarray], np.ndarray] | None = None, label: str = "tensor") -> None:
+        self.file = file
+        self.offset = int(offset)
+        self.length = int(length)
+        self.label = label
+        super().__init__(dtype=dtype, shape=shape, loader=self._make_loader(decode))
+
+    def _make_loader(self, decode: Callable[[np.ndarray], np.ndarray] | None) -> Callable[[], np.ndarray]:
+        def load() -> np.ndarray:
+            self.file.check_range(self.offset, self.length, self.label)
+            mm = self.file.map()
+            data = np.frombuffer(mm, dtype=np.uint8, count=self.length, offset=self.offset) \
+                if mm is not None and self.length else np.zeros(0, np.uint8)
+            if decode is not None:
+                return decode(data)
+            dt = resolve_dtype(self.dtype)
+            if data.size == 0:
+                arr = np.zeros(self.shape, dtype=dt)
+                arr.flags.writeable = False
+                return arr
+            arr = data.view(dt)
+            if dt.byteorder == ">" or (np.little_endian is False and dt.itemsize > 1):
+                arr = arr.byteswap().view(dt)
+                arr.flags.writeable = False
+            return arr.reshape(self.shape)
+
+        return load
+
+    @property
+    def path(self) -> str:
+        return self.file.path
+
+    def copy_to(self, out: IO[bytes]) -> None:
+        """Write the tensor's bytes to the binary file ``out`` at its current position, by the OS's file copy
+        call where there is one (the bytes never enter the process), else in chunks from the map.  Raises a
+        one-line AmandaError naming the tensor and file when the file has become shorter than the range."""
+        from ..errors import AmandaError
+
+        self.file.check_range(self.offset, self.length, self.label)
+        out.flush()
+        copy_range = getattr(os, "copy_file_range", None)
+        src, dst = self.file.fd, out.fileno()
+        done = 0
+        if copy_range is not None:
+            dst_pos = os.lseek(dst, 0, os.SEEK_CUR)
+            try:
+                while done < self.length:
+                    n = copy_range(src, dst, min(self.length - done, 2**30), self.offset + done, dst_pos + done)
+                    if n == 0:
+                        raise AmandaError(f"{self.label}: the file {self.path} ended before byte "
+                                          f"{self.offset + self.length}")
+                    done += n
+            except OSError:
+                if done:
+                    raise
+                copy_range = None  # not supported between these files: copy through the map
+            else:
+                out.seek(dst_pos + done)
+                return
+        mm = self.file.map()
+        view = memoryview(mm) if mm is not None else memoryview(b"")  # type: ignore[arg-type]
+        try:
+            for pos in range(self.offset, self.offset + self.length, _COPY_CHUNK):
+                out.write(view[pos:min(pos + _COPY_CHUNK, self.offset + self.length)])
+        finally:
+            view.release()
 
 
 def is_tensor(value: object) -> bool:

@@ -9,22 +9,25 @@ from __future__ import annotations
 
 __all__ = ["load_model", "is_model_proto"]
 
-import mmap
+import math
 import os
 from typing import Any
 
 import onnx
 from google.protobuf.message import DecodeError
 
+from amanda_core import progress
 from amanda_core.errors import FormatError, GraphError, Location
 from amanda_core.ir import Graph, Op, OutputPort, bulk_build, default_op_name
+from amanda_core.ir.tensor import MappedFile
 
 from .common import KIND_NAMES, PLANS, Plan, domain_component, infer_kind, is_model_proto, namespace_for
 from .dtypes import dtype_from_type_proto, type_proto_from_dtype
 from .plain import entries_to_plain, message_to_plain
 from .structural import INITIALIZER, OUTER_VALUE, SPARSE_INITIALIZER, STRUCTURAL_TYPES
-from .tensors import TensorReader
+from .tensors import TensorReader, plain_layout
 from .typesystem import SparseTensor
+from .wire import TensorInfo, WireError, placeholder, rewrite
 
 
 def _fields(msg_type: Any, *names: str) -> tuple[Any, ...]:
@@ -63,32 +66,74 @@ _PENDING = object()  # placeholder of a GRAPH attribute until the enclosing grap
 # --------------------------------------------------------------------------- reading the file
 
 
-def _parse(source: Any, base_dir: str | None) -> tuple[Any, str | None, str | None]:
-    """``(model, file name, base directory)`` of a path, bytes, file object or ModelProto."""
+LAZY_MIN_BYTES = 1024
+"""Inline tensors (``raw_data`` in the model file) of at least this many bytes are not copied out of the file:
+the model is parsed without them and each becomes a lazy :class:`amanda_core.ir.tensor.FileTensor` on its
+byte range of the (memory-mapped) file."""
+
+_Inline = tuple[MappedFile, list[tuple[int, int]]]
+
+
+def _parse(source: Any, base_dir: str | None) -> tuple[Any, str | None, str | None, _Inline | None]:
+    """``(model, file name, base directory, inline tensor ranges)`` of a path, bytes, file object or
+    ModelProto."""
     if is_model_proto(source):
-        return source, None, base_dir
+        return source, None, base_dir, None
     if isinstance(source, (bytes, bytearray, memoryview)):
-        return _from_bytes(source, None), None, base_dir
+        return _from_bytes(source, None), None, base_dir, None
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         try:
-            with open(path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                if size == 0:
-                    raise FormatError("empty file: not an ONNX model", Location(path))
-                with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm, memoryview(mm) as view:
-                    model = _from_bytes(view, path)
+            file = MappedFile(path)
+            if file.size() == 0:
+                raise FormatError("empty file: not an ONNX model", Location(path))
+            mm = file.map()
+            assert mm is not None
+            with progress.task(f"reading {os.path.basename(path)}", total=None):
+                model, inline = _weightless(mm, file, path)
         except OSError as e:
             raise FormatError(f"cannot read file: {e.strerror or e}", Location(path)) from None
-        return model, path, base_dir if base_dir is not None else os.path.dirname(os.path.abspath(path))
+        return model, path, base_dir if base_dir is not None else os.path.dirname(os.path.abspath(path)), inline
     if hasattr(source, "read"):
         name = getattr(source, "name", None)
         fname = name if isinstance(name, str) else None
         model = _from_bytes(source.read(), fname)
         if base_dir is None and fname is not None:
             base_dir = os.path.dirname(os.path.abspath(fname))
-        return model, fname, base_dir
+        return model, fname, base_dir, None
     raise TypeError(f"load_model takes a path, bytes, a binary file or an onnx.ModelProto, got {type(source).__name__}")
+
+
+def _weightless(mm: Any, file: MappedFile, path: str) -> tuple[Any, _Inline | None]:
+    """The model in the mapped file, parsed without the ``raw_data`` of its large plain tensors (each replaced
+    by a reference to its byte range, see :mod:`amanda_onnx.wire`)."""
+    ranges: list[tuple[int, int]] = []
+
+    def on_tensor(buf: Any, info: TensorInfo) -> tuple[list[Any], int] | None:
+        assert info.raw is not None
+        _, start, length = info.raw
+        if length < LAZY_MIN_BYTES or not info.fields <= _PLAIN_FIELDS:
+            return None
+        plain = plain_layout(info.data_type)
+        if plain is None or length != math.prod(info.dims) * plain:
+            return None
+        ref = placeholder(len(ranges))
+        ranges.append((start, length))
+        return [ref], len(ref)
+
+    with memoryview(mm) as view:
+        try:
+            pieces, _ = rewrite(view, on_tensor, lambda start, end: end - start >= LAZY_MIN_BYTES)
+        except WireError:
+            pieces = [view]  # malformed: protobuf's own parse says what is wrong
+            ranges = []
+        if not ranges:
+            return _from_bytes(view, path), None
+        data = b"".join(pieces)
+    return _from_bytes(data, path), (file, ranges)
+
+
+_PLAIN_FIELDS = frozenset({1, 2, 8, 9})  # dims, data_type, name, raw_data
 
 
 def _from_bytes(data: Any, path: str | None) -> Any:
@@ -163,10 +208,10 @@ def _op_base(name: str) -> str:
 
 
 class _Importer:
-    def __init__(self, model: Any, path: str | None, base_dir: str | None) -> None:
+    def __init__(self, model: Any, path: str | None, base_dir: str | None, inline: _Inline | None = None) -> None:
         self.model = model
         self.path = path
-        self.tensors = TensorReader(base_dir, path)
+        self.tensors = TensorReader(base_dir, path, inline)
         self.types: dict[bytes, tuple[str | None, dict[str, Any] | None]] = {}
         self.default_ns = "amanda/onnx"
 
@@ -855,6 +900,6 @@ def load_model(source: Any, *, base_dir: str | os.PathLike[str] | None = None) -
 
     Raises :class:`FormatError` (with the file) for malformed input, naming the node or tensor at fault, and
     :class:`amanda_core.GraphCycleError` for a node list with a cycle."""
-    model, path, bdir = _parse(source, os.fspath(base_dir) if base_dir is not None else None)
+    model, path, bdir, inline = _parse(source, os.fspath(base_dir) if base_dir is not None else None)
     with bulk_build():
-        return _Importer(model, path, bdir).run()
+        return _Importer(model, path, bdir, inline).run()

@@ -42,7 +42,6 @@ __all__ = [
 ]
 
 import math
-import mmap
 import os
 import sys
 from typing import Any, Callable
@@ -52,9 +51,11 @@ import onnx
 
 from amanda_core.errors import FormatError, Location
 from amanda_core.ir import Tensor
+from amanda_core.ir.tensor import FileTensor, MappedFile
 
 from .dtypes import ELEM_TYPES, numpy_dtype
 from .plain import entries_to_plain, fill_entries, message_to_plain, plain_to_message
+from .wire import is_placeholder, placeholder_index
 
 _F = onnx.TensorProto.DESCRIPTOR.fields_by_name
 F_DIMS = _F["dims"]
@@ -122,6 +123,15 @@ for _e in ELEM_TYPES:
     except ValueError:
         continue
     _FAST[_e.number] = (_d, _d.itemsize)
+
+
+def plain_layout(number: int) -> int | None:
+    """The item size of element type ``number`` when its raw data is one plain little-endian item per element
+    (what can be viewed in place), else None."""
+    if _BIG_ENDIAN:
+        return None
+    fast = _FAST.get(number)
+    return fast[1] if fast is not None else None
 
 
 def elem_number_of(value: Any) -> int:
@@ -278,55 +288,40 @@ def _encode_typed(number: int, arr: np.ndarray) -> list[Any]:
 # --------------------------------------------------------------------------- external data
 
 
-class ExternalTensor(Tensor):
+class ExternalTensor(FileTensor):
     """A lazy tensor whose data lives in an ONNX external data file (memory-mapped on first use).
 
     ``path`` is the file, ``location`` the name the model gives it, ``offset``/``length`` the byte range."""
 
-    __slots__ = ("path", "location", "offset", "length")
+    __slots__ = ("location",)
 
-    def __init__(self, *, dtype: str, shape: tuple[int, ...], loader: Callable[[], np.ndarray], path: str,
-                 location: str, offset: int, length: int) -> None:
-        super().__init__(dtype=dtype, shape=shape, loader=loader)
-        self.path = path
+    def __init__(self, file: MappedFile, offset: int, length: int, *, dtype: str, shape: tuple[int, ...],
+                 location: str, decode: Callable[[np.ndarray], np.ndarray] | None = None,
+                 label: str = "tensor") -> None:
+        super().__init__(file, offset, length, dtype=dtype, shape=shape, decode=decode, label=label)
         self.location = location
-        self.offset = offset
-        self.length = length
 
 
 class _MappedFiles:
-    """External data files of one model, each opened and mapped once."""
+    """The files tensors of one model read from, each opened once (when first named) and mapped on first use."""
 
     def __init__(self) -> None:
-        self.maps: dict[str, mmap.mmap | None] = {}
+        self.files: dict[str, MappedFile] = {}
 
-    def get(self, path: str) -> mmap.mmap | None:
-        if path not in self.maps:
-            with open(path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                self.maps[path] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
-        return self.maps[path]
+    def get(self, path: str) -> MappedFile:
+        f = self.files.get(path)
+        if f is None:
+            f = self.files[path] = MappedFile(path)
+        return f
 
 
-def _external_loader(files: _MappedFiles, path: str, number: int, offset: int, length: int,
-                     shape: tuple[int, ...], count: int) -> Callable[[], np.ndarray]:
-    def load() -> np.ndarray:
-        mm = files.get(path)
-        if number in _PACK4 or number in _PACK2 or number in _PACK6:
-            data = np.frombuffer(mm, dtype=np.uint8, count=length, offset=offset) if mm is not None and length \
-                else np.zeros(0, np.uint8)
+def _packed_decoder(number: int, shape: tuple[int, ...], count: int) -> Callable[[np.ndarray], np.ndarray] | None:
+    if number in _PACK4 or number in _PACK2 or number in _PACK6:
+        def decode(data: np.ndarray) -> np.ndarray:
             return _unpack(number, data, count).view(_dtype(number)).reshape(shape)
-        dt = _dtype(number)
-        if count == 0 or mm is None:
-            arr = np.zeros(shape, dtype=dt)
-            arr.flags.writeable = False
-            return arr
-        arr = np.frombuffer(mm, dtype=dt, count=count, offset=offset)
-        if _BIG_ENDIAN:
-            arr = arr.byteswap().view(dt)
-        return arr.reshape(shape)
 
-    return load
+        return decode
+    return None
 
 
 # --------------------------------------------------------------------------- reading
@@ -336,10 +331,13 @@ class TensorReader:
     """Decodes the tensors of one model; ``base_dir`` is where external data files are looked up and
     ``model_file`` names the model in error messages."""
 
-    def __init__(self, base_dir: str | None, model_file: str | None) -> None:
+    def __init__(self, base_dir: str | None, model_file: str | None,
+                 inline: tuple[MappedFile, list[tuple[int, int]]] | None = None) -> None:
         self.base_dir = base_dir
         self.model_file = model_file
         self.files = _MappedFiles()
+        # the model file and the byte ranges of the raw_data a weightless parse replaced by references
+        self.inline = inline
 
     def error(self, message: str) -> FormatError:
         return FormatError(message, Location(self.model_file) if self.model_file else None)
@@ -353,6 +351,14 @@ class TensorReader:
         name = d.pop(F_NAME, None)
         raw = d.pop(F_RAW, None)
         shape = tuple(dims) if dims is not None else ()
+        if self.inline is not None and raw is not None and not d and is_placeholder(raw):
+            index = placeholder_index(raw)
+            file, ranges = self.inline
+            if index < len(ranges) and number in _FAST:
+                offset, length = ranges[index]
+                label = f"{where}{f' ({name!r})' if name else ''} in {self.model_file or file.path}"
+                return FileTensor(file, offset, length, dtype=_dtype(number).name, shape=shape,
+                                  label=label), None, name
         if not d and raw is not None:
             fast = _FAST.get(number)
             if fast is not None:
@@ -468,16 +474,17 @@ class TensorReader:
             raise self.error(f"tensor {label}: external data length {length} does not match its shape "
                              f"{list(shape)} ({needed} bytes)")
         try:
-            size = os.path.getsize(path)
-        except OSError:
-            raise self.error(f"tensor {label}: external data file {path} not found") from None
+            file = self.files.get(path)
+        except OSError as e:
+            what = "not found" if isinstance(e, FileNotFoundError) else f"cannot be read ({e.strerror or e})"
+            raise self.error(f"tensor {label}: external data file {path} {what}") from None
+        size = file.size()
         if offset < 0 or offset + length > size:
             raise self.error(f"tensor {label}: external data file {path} has {size} bytes, the tensor needs "
                              f"bytes {offset} to {offset + length}")
-        loader = _external_loader(self.files, path, number, offset, length, shape, count)
-        dtype_name = _dtype(number).name
-        return ExternalTensor(dtype=dtype_name, shape=shape, loader=loader, path=path, location=location,
-                              offset=offset, length=length)
+        return ExternalTensor(file, offset, length, dtype=_dtype(number).name, shape=shape, location=location,
+                              decode=_packed_decoder(number, shape, count),
+                              label=f"tensor {label} (external data file {path})")
 
 
 # --------------------------------------------------------------------------- writing
