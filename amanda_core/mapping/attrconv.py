@@ -55,6 +55,7 @@ __all__ = [
     "split_sizes",
     "elem_kind",
     "value_elem",
+    "shape_size",
     "is_tensor_value",
     "is_number",
     "tensor_dtype",
@@ -562,6 +563,14 @@ def _elem_of(dtype: Any) -> str | None:
         except (TypeError, ValueError):
             return None
     return None
+
+
+def shape_size(shape: Sequence[int]) -> int:
+    """The number of elements of a tensor of ``shape`` (1 for a scalar's ``[]``)."""
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
 
 
 # --------------------------------------------------------------------------- end of ONNX -> framework conversions
