@@ -42,9 +42,11 @@ def tables() -> list[Any]:
     global _TABLES
     if _TABLES is None:
         from amanda_core.mapping import load_table
+        from amanda_core.mapping.table import merge_parts
         from amanda_onnx import opset
 
-        _TABLES = [*opset.tables(), *(load_table(p, trusted=True) for p in sorted(TABLES.glob("onnx_to_tf*.yaml")))]
+        parts = [load_table(p, trusted=True) for p in sorted(TABLES.glob("onnx_to_tf*.yaml"))]
+        _TABLES = [*opset.tables(), *merge_parts(parts)]
     return _TABLES
 
 
