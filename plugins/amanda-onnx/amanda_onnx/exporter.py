@@ -11,28 +11,45 @@ from __future__ import annotations
 
 __all__ = ["to_model", "save_model", "MAX_PROTO_SIZE"]
 
+import bisect
 import os
+import sys
 from typing import Any
 
 import numpy as np
 import onnx
 
+from amanda_core import progress
 from amanda_core.errors import GraphError, NamespaceError
 from amanda_core.ir import Graph, GraphOutput, Op, OutputPort, Tensor, bulk_build
+from amanda_core.ir.tensor import FileTensor
 from amanda_core.serialization import atomic_write, atomic_write_many
 
 from .common import KIND_NUMBERS, PLANS, Plan, domain_component, infer_kind, namespace_domain
 from .dtypes import type_proto_from_dtype
 from .plain import fill_entries, plain_to_message
 from .structural import INITIALIZER, OUTER_VALUE, STRUCTURAL_TYPES
-from .tensors import EXTERNAL, encode_tensor, packed_bytes, plain_tensor_fields, tensor_nbytes_packed
+from .tensors import (
+    EXTERNAL,
+    encode_tensor,
+    encode_tensor_header,
+    packed_bytes,
+    plain_tensor_fields,
+    streamable_bytes,
+    tensor_nbytes_packed,
+)
 from .typesystem import SparseTensor
+from .wire import MAGIC, is_placeholder, placeholder, placeholder_index, rewrite
 
 MAX_PROTO_SIZE = 2**31 - 1
 """Protobuf cannot serialize a message larger than this; bigger models need external data."""
 _HEADROOM = 64 * 2**20  # room for everything that is not tensor data
 _ALIGN = 64
 _DEFAULT_SIZE_THRESHOLD = 1024
+_WRITE_CHUNK = 16 * 2**20
+STREAM_MIN_BYTES = 1024
+"""Plain tensors of at least this many bytes are streamed to the file rather than copied into the message."""
+WEIGHTLESS_LOCATION = "amanda-weightless-copy"
 
 _MODEL_KEYS = {"ir_version", "opset_import", "producer_name", "producer_version", "model_domain", "model_version",
                "model_doc_string", "model_metadata_props", "functions", "training_info", "configuration"}
@@ -76,11 +93,17 @@ def _op_path(op: Op, scope: _Scope) -> str:
 
 
 class _Exporter:
-    def __init__(self, graph: Graph, *, keep_external: bool, threshold: int | None) -> None:
+    def __init__(self, graph: Graph, *, keep_external: bool, threshold: int | None, stream: bool = False,
+                 weightless: bool = False) -> None:
         self.graph = graph
         self.keep_external = keep_external
         self.threshold = threshold  # tensors this large go to the external file (None: only those that must)
-        self.external: list[tuple[Any, np.ndarray, str]] = []  # (TensorProto, data, where)
+        self.external: list[tuple[Any, Any, str]] = []  # (TensorProto, data: array or lazy Tensor, where)
+        # stream: large plain tensors are not copied into the message; their raw_data is a reference (see
+        # amanda_onnx.wire) to sources[i], whose bytes the writer streams into place
+        self.stream = stream
+        self.weightless = weightless  # large plain tensors get no data at all (for shape inference)
+        self.sources: list[tuple[Any, Any, int, str]] = []  # (TensorProto, value, bytes, where)
         self.embedded = 0
         self.plans: dict[tuple[str, str], tuple[Plan, str, int | None]] = {}
         self.types: dict[str, Any] = {}
@@ -163,13 +186,14 @@ class _Exporter:
     def graph_into(self, g: Graph, gp: Any, scope: _Scope) -> None:
         """Write graph ``g`` into GraphProto ``gp``: in the ops' insertion order when that is a topological
         order (what an imported graph has), else in ``g.topological_order()``."""
-        mark = (len(self.external), self.embedded)
+        mark = (len(self.external), self.embedded, len(self.sources))
         try:
             self.graph_in_order(g, gp, scope, False)
         except _NotSorted:
             gp.Clear()
             del self.external[mark[0]:]
             self.embedded = mark[1]
+            del self.sources[mark[2]:]
             scope.names.clear()
             scope.producers.clear()
             self.graph_in_order(g, gp, scope, True)
@@ -343,7 +367,8 @@ class _Exporter:
                 scope.producers[name] = q
         if t == INITIALIZER:
             value = op.attrs.get("value")
-            if "tensor" not in meta and value.__class__ is np.ndarray:
+            if "tensor" not in meta and value.__class__ is np.ndarray and not (
+                    (self.stream or self.weightless) and value.nbytes >= STREAM_MIN_BYTES):
                 plain = plain_tensor_fields(value)  # the common case, set in one call
                 if plain is not None and (self.threshold is None or len(plain[1]) < self.threshold):
                     if name is None:
@@ -517,6 +542,8 @@ class _Exporter:
         self.tensor_data(tp, value, info, where)
 
     def tensor_data(self, tp: Any, value: Any, extras: dict[str, Any] | None, where: str) -> None:
+        if (self.stream or self.weightless) and self.deferred(tp, value, extras, where):
+            return
         ext = encode_tensor(tp, value, extras, where, self.keep_external)
         if ext is not None:
             self.external.append((tp, ext, where))
@@ -528,6 +555,32 @@ class _Exporter:
             return
         if tp.data_location != EXTERNAL:  # a kept reference to an external file holds no data here
             self.embedded += tp.ByteSize() if tp.data_type == 8 else value.nbytes
+
+    def deferred(self, tp: Any, value: Any, extras: dict[str, Any] | None, where: str) -> bool:
+        """Write a large plain tensor without its bytes: a reference to stream (or nothing, weightless); False
+        when the tensor is small or not plain (the general path encodes it)."""
+        if isinstance(value, Tensor) and not isinstance(value, FileTensor):
+            return False  # a loader of unknown cost: the general path
+        nbytes = streamable_bytes(value, extras)
+        if nbytes is None or nbytes < STREAM_MIN_BYTES:
+            return False
+        if extras is not None and extras.get("data_location") == EXTERNAL and self.keep_external \
+                and not self.weightless:
+            return False  # may stay a reference to its file (to_model)
+        encode_tensor_header(tp, value, extras)
+        if self.weightless:
+            tp.data_location = EXTERNAL
+            e = tp.external_data.add()
+            e.key, e.value = "location", WEIGHTLESS_LOCATION
+            return True
+        if (extras is not None and extras.get("data_location") == EXTERNAL) or \
+                (self.threshold is not None and nbytes >= self.threshold):
+            self.external.append((tp, value, where))
+            return True
+        tp.raw_data = placeholder(len(self.sources))
+        self.sources.append((tp, value, nbytes, where))
+        self.embedded += nbytes
+        return True
 
     def initializer(self, op: Op, tp: Any, scope: _Scope) -> None:
         meta = op.meta
@@ -613,13 +666,14 @@ class _Exporter:
 
     # -- functions, training
     def function(self, fg: Graph, f: Any, index: int) -> None:
-        mark = (len(self.external), self.embedded)
+        mark = (len(self.external), self.embedded, len(self.sources))
         try:
             self.function_in_order(fg, f, index, False)
         except _NotSorted:
             f.Clear()
             del self.external[mark[0]:]
             self.embedded = mark[1]
+            del self.sources[mark[2]:]
             self.function_in_order(fg, f, index, True)
 
     def function_in_order(self, fg: Graph, f: Any, index: int, sort: bool) -> None:
@@ -707,12 +761,15 @@ def _min_ir_version(entries: list[dict[str, Any]]) -> int:
 # --------------------------------------------------------------------------- public API
 
 
-def to_model(graph: Graph, *, external_data: bool | None = None) -> Any:
+def to_model(graph: Graph, *, external_data: bool | None = None, weightless: bool = False) -> Any:
     """The ``onnx.ModelProto`` of ``graph``.
 
     Tensors read from external data files stay references to those files (unless ``external_data=False``:
-    then every tensor is embedded).  Raises GraphError for a model over 2 GB (save it to a file instead)."""
-    exp = _Exporter(graph, keep_external=external_data is not False, threshold=None)
+    then every tensor is embedded).  Raises GraphError for a model over 2 GB (save it to a file instead).
+    ``weightless``: plain tensors of at least ``STREAM_MIN_BYTES`` keep their type and dims but no data (they
+    say they are external, in a file that does not exist): the model for ``onnx.shape_inference``, made
+    without reading a weight."""
+    exp = _Exporter(graph, keep_external=external_data is not False, threshold=None, weightless=weightless)
     with bulk_build():  # nothing made here is cyclic garbage: spare the collector sweeps over the graph
         model = exp.model()
     for tp, data, _ in exp.external:  # cannot keep the reference in memory: embed
@@ -726,10 +783,11 @@ def to_model(graph: Graph, *, external_data: bool | None = None) -> Any:
     return model
 
 
-def _data_bytes(tp: Any, data: np.ndarray) -> bytes:
-    if data.dtype.kind in "OSU":
+def _data_bytes(tp: Any, data: Any) -> bytes:
+    arr = data.numpy() if isinstance(data, Tensor) else data
+    if arr.dtype.kind in "OSU":
         raise ValueError("string tensors cannot be stored as raw or external data")
-    return packed_bytes(tp.data_type, data)
+    return packed_bytes(tp.data_type, arr)
 
 
 def save_model(graph: Graph, target: str | os.PathLike[str] | None = None, *, external_data: bool | None = None,
@@ -741,8 +799,14 @@ def save_model(graph: Graph, target: str | os.PathLike[str] | None = None, *, ex
     data file) is left.  External data goes to ``external_data_location`` (default ``<file name>.data``) beside
     the model when ``external_data=True`` (every tensor of at least ``size_threshold`` bytes), when the graph
     holds tensors read from external files (those; ``external_data=None``), or when the model would exceed
-    ``max_size`` bytes (every tensor of at least ``size_threshold`` bytes).  ``external_data=False`` embeds
-    everything.  Without ``target`` this is :func:`to_model`."""
+    ``max_size`` bytes (every tensor of at least ``size_threshold`` bytes; a notice says so).
+    ``external_data=False`` embeds everything (refused over 2 GB).  Without ``target`` this is
+    :func:`to_model`.
+
+    The weights are never gathered in memory: the model is serialized with a reference in place of each large
+    plain tensor and the file is written by streaming every tensor's bytes from its source (the OS's file copy
+    for a tensor still in the file it was read from).  In the returned ``ModelProto`` those tensors, when
+    written inline, have no ``raw_data`` (read the file for them)."""
     if target is None:
         return to_model(graph, external_data=external_data)
     path = os.fspath(target)
@@ -750,54 +814,175 @@ def save_model(graph: Graph, target: str | os.PathLike[str] | None = None, *, ex
     if os.path.basename(location) != location or location in ("", ".", ".."):
         raise ValueError(f"external_data_location must be a file name beside the model, got {location!r}")
     threshold = size_threshold if external_data else None
-    exp = _Exporter(graph, keep_external=False, threshold=threshold)
+    exp = _Exporter(graph, keep_external=False, threshold=threshold, stream=True)
     with bulk_build():
         model = exp.model()
         if external_data is None and exp.embedded > max_size - min(_HEADROOM, max_size // 4):
-            exp = _Exporter(graph, keep_external=False, threshold=size_threshold)
+            too_big = exp.embedded
+            exp = _Exporter(graph, keep_external=False, threshold=size_threshold, stream=True)
             model = exp.model()
+            progress.notice(f"{path}: {_size(too_big)} of weights is over ONNX's 2 GB limit for one file"
+                            f"{'' if max_size == MAX_PROTO_SIZE else f' (here {max_size} bytes)'}: written with "
+                            f"external data in {location} beside it")
     if external_data is False and exp.external:
-        for tp, data, _ in exp.external:
+        for tp, data, where in exp.external:
             tp.ClearField("data_location")
             tp.ClearField("external_data")
-            tp.raw_data = _data_bytes(tp, data)
+            nbytes = streamable_bytes(data, None)
+            if nbytes is not None and (isinstance(data, FileTensor) or not isinstance(data, Tensor)):
+                tp.raw_data = placeholder(len(exp.sources))
+                exp.sources.append((tp, data, tp_nbytes(tp), where))
+                exp.embedded += tp_nbytes(tp)
+            else:
+                tp.raw_data = _data_bytes(tp, data)
         exp.external = []
+    if external_data is False and exp.embedded > MAX_PROTO_SIZE - _HEADROOM:
+        raise GraphError(f"{path}: the model holds {_size(exp.embedded)} of tensor data, over ONNX's 2 GB limit "
+                         "for one file; save it with external data (external_data=None or True)")
     chunks = _layout(exp.external, location)
     text = model.SerializeToString()
-    if chunks:
-        with atomic_write_many([path, os.path.join(os.path.dirname(os.path.abspath(path)), location)], "wb") as fs:
-            fs[0].write(text)
-            pos = 0
-            for offset, data in chunks:
-                if offset > pos:
-                    fs[1].write(b"\0" * (offset - pos))
-                fs[1].write(data)
-                pos = offset + len(data)
+    pieces: list[Any]
+    if exp.sources:
+        pieces = _expand(text, exp.sources)
     else:
-        with atomic_write(path, "wb") as f:
-            f.write(text)
+        pieces = [text]
+    total = sum(_piece_len(p) for p in pieces) + sum(len(c[3]) if isinstance(c[3], bytes) else c[2]
+                                                   for c in chunks)
+    data_path = os.path.join(os.path.dirname(os.path.abspath(path)), location)
+    with progress.task(f"writing {os.path.basename(path)}", total=total, unit="B") as bar:
+        if chunks:
+            with atomic_write_many([path, data_path], "wb") as fs:
+                _write_pieces(fs[0], pieces, bar)
+                pos = 0
+                for offset, where, nbytes, data in chunks:
+                    if offset > pos:
+                        fs[1].write(b"\0" * (offset - pos))
+                    _write_value(fs[1], data, nbytes, where)
+                    bar.advance(nbytes)
+                    pos = offset + nbytes
+        else:
+            with atomic_write(path, "wb") as f:
+                _write_pieces(f, pieces, bar)
+    for tp, _, _, _ in exp.sources:
+        tp.ClearField("raw_data")
     return model
 
 
-def _layout(external: list[tuple[Any, np.ndarray, str]], location: str) -> list[tuple[int, bytes]]:
-    """Offsets in the external data file; fills each TensorProto's external_data entries."""
-    chunks: list[tuple[int, bytes]] = []
+def _size(n: int) -> str:
+    return f"{n / 2**30:.2f} GB" if n >= 2**30 else f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{n} bytes"
+
+
+def tp_nbytes(tp: Any) -> int:
+    return tensor_nbytes_packed(tp.data_type, int(np.prod(tuple(tp.dims), dtype=np.int64)))
+
+
+class _Source:
+    """A tensor whose bytes go where a reference stood in the serialized message."""
+
+    __slots__ = ("value", "nbytes", "where")
+
+    def __init__(self, value: Any, nbytes: int, where: str) -> None:
+        self.value = value
+        self.nbytes = nbytes
+        self.where = where
+
+
+def _piece_len(p: Any) -> int:
+    return p.nbytes if isinstance(p, _Source) else len(p)
+
+
+def _expand(text: bytes, sources: list[tuple[Any, Any, int, str]]) -> list[Any]:
+    """The pieces of the full message: ``text`` with each reference replaced by its tensor's source."""
+    marks: list[int] = []
+    pos = text.find(MAGIC)
+    while pos >= 0:
+        marks.append(pos)
+        pos = text.find(MAGIC, pos + 1)
+
+    def descend(start: int, end: int) -> bool:
+        i = bisect.bisect_left(marks, start)
+        return i < len(marks) and marks[i] < end
+
+    def on_tensor(buf: Any, info: Any) -> tuple[list[Any], int] | None:
+        _, start, length = info.raw
+        raw = buf[start:start + length]
+        if not is_placeholder(raw):
+            return None
+        index = placeholder_index(raw)
+        if index >= len(sources):
+            return None
+        _, value, nbytes, where = sources[index]
+        return [_Source(value, nbytes, where)], nbytes
+
+    view = memoryview(text)
+    pieces, _ = rewrite(view, on_tensor, descend)
+    return pieces
+
+
+def _write_pieces(f: Any, pieces: list[Any], bar: Any) -> None:
+    for p in pieces:
+        if isinstance(p, _Source):
+            _write_value(f, p.value, p.nbytes, p.where)
+            bar.advance(p.nbytes)
+        else:
+            f.write(p)
+            bar.advance(len(p))
+
+
+def _write_value(f: Any, value: Any, nbytes: int, where: str) -> None:
+    """Write a tensor's raw bytes (``nbytes`` of them) to ``f``: from its file when it is still there, else from
+    the array in chunks."""
+    if isinstance(value, bytes):
+        f.write(value)
+        return
+    if isinstance(value, FileTensor) and value.length == nbytes:
+        value.copy_to(f)
+        return
+    arr = value.numpy() if isinstance(value, Tensor) else value
+    if not arr.flags.c_contiguous or arr.dtype.byteorder == ">" or sys.byteorder == "big":
+        data = packed_bytes(_number(arr), arr)
+        if len(data) != nbytes:
+            raise GraphError(f"{where}: {len(data)} bytes of data for {nbytes} expected")
+        f.write(data)
+        return
+    flat = arr.reshape(-1).view(np.uint8)
+    if flat.size != nbytes:
+        raise GraphError(f"{where}: {flat.size} bytes of data for {nbytes} expected")
+    for pos in range(0, nbytes, _WRITE_CHUNK):
+        f.write(memoryview(flat[pos:pos + _WRITE_CHUNK]))
+
+
+def _number(arr: np.ndarray) -> int:
+    from .tensors import elem_number_of
+
+    return elem_number_of(arr)
+
+
+def _layout(external: list[tuple[Any, Any, str]], location: str) -> list[tuple[int, str, int, Any]]:
+    """Offsets in the external data file; fills each TensorProto's external_data entries.  Each chunk is
+    ``(offset, where, bytes, data)``: data a source to stream (array or file tensor) or the packed bytes."""
+    chunks: list[tuple[int, str, int, Any]] = []
     pos = 0
     for tp, data, where in external:
-        try:
-            raw = _data_bytes(tp, data)
-        except ValueError as e:
-            raise GraphError(f"{where}: {e}") from None
-        expected = tensor_nbytes_packed(tp.data_type, int(np.prod(tuple(tp.dims), dtype=np.int64)))
-        if len(raw) != expected:
-            raise GraphError(f"{where}: {len(raw)} bytes of data for {expected} expected")
+        expected = tp_nbytes(tp)
+        if streamable_bytes(data, None) is not None and (isinstance(data, FileTensor) or
+                                                          not isinstance(data, Tensor)):
+            size, source = streamable_bytes(data, None), data
+        else:
+            try:
+                source = _data_bytes(tp, data)
+            except ValueError as e:
+                raise GraphError(f"{where}: {e}") from None
+            size = len(source)
+        if size != expected:
+            raise GraphError(f"{where}: {size} bytes of data for {expected} expected")
         offset = (pos + _ALIGN - 1) // _ALIGN * _ALIGN
         tp.ClearField("external_data")
-        for key, value in (("location", location), ("offset", str(offset)), ("length", str(len(raw)))):
+        for key, value in (("location", location), ("offset", str(offset)), ("length", str(size))):
             e = tp.external_data.add()
             e.key = key
             e.value = value
         tp.data_location = EXTERNAL
-        chunks.append((offset, raw))
-        pos = offset + len(raw)
+        chunks.append((offset, where, size, source))
+        pos = offset + size
     return chunks

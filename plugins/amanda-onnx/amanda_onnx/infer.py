@@ -5,6 +5,10 @@ element type to be exact (most opset downgrades: ``Add`` 14 -> 13 holds only if 
 say) would otherwise refuse every op between them.  :func:`infer_types` runs ``onnx.shape_inference`` on the graph
 as it would be exported and gives each untyped node output of the top-level graph the type inference found.  It
 changes nothing else; the values it typed are written to the exported model's ``value_info``.
+
+Inference runs on a *weightless* copy of the model (:func:`amanda_onnx.to_model` with ``weightless=True``):
+large tensors keep their element type and dims but no data, so no weight is read or copied.  Small tensors (the
+shapes ``Reshape`` reads, say) keep their values, which inference uses.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ def infer_types(graph: Graph) -> int:
     from .dtypes import dtype_from_type_proto
     from .exporter import to_model
 
-    model = to_model(graph)
+    model = to_model(graph, weightless=True)
     try:
         inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=False)
     except (onnx.shape_inference.InferenceError, ValueError, RuntimeError) as e:

@@ -518,6 +518,48 @@ def plain_tensor_fields(arr: np.ndarray) -> tuple[int, bytes] | None:
     return number, raw_bytes(arr)
 
 
+_HEADER_EXTRAS = frozenset({"doc_string", "segment", "metadata_props", "data_location", "external_data"})
+
+
+def streamable_bytes(value: Any, extras: dict[str, Any] | None) -> int | None:
+    """The number of raw bytes of ``value`` when they can be written as they are (plain little-endian items,
+    or a file tensor's stored bytes) with the extras it has; None when the tensor needs the general encoding
+    (strings, packed types held as arrays, typed storage, verbatim data)."""
+    if extras is not None and not extras.keys() <= _HEADER_EXTRAS:
+        return None
+    if extras is not None and extras.get("data_location") not in (None, EXTERNAL):
+        return None
+    if isinstance(value, FileTensor):
+        number = _NUMBERS.get(value.dtype)
+        if number is None or number == 8:
+            return None
+        count = math.prod(value.shape)
+        return value.length if value.length == tensor_nbytes_packed(number, count) else None
+    if isinstance(value, np.ndarray):
+        number = _NUMBERS.get(value.dtype)
+        if number is None or number not in _FAST:
+            return None
+        return int(value.nbytes)
+    return None
+
+
+def encode_tensor_header(tp: Any, value: Any, extras: dict[str, Any] | None) -> int:
+    """Fill ``tp``'s dims, data type, doc string, segment and metadata (everything but the data and where it
+    is); returns the element type number.  For values :func:`streamable_bytes` accepts."""
+    number = _NUMBERS[value.dtype]
+    if value.shape:
+        tp.dims.extend(value.shape)
+    tp.data_type = number
+    if extras:
+        if "doc_string" in extras:
+            tp.doc_string = extras["doc_string"]
+        if "segment" in extras:
+            plain_to_message(extras["segment"], tp.segment)
+        if "metadata_props" in extras:
+            fill_entries(tp.metadata_props, extras["metadata_props"])
+    return number
+
+
 def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     if a.dtype != b.dtype or a.shape != b.shape:
         return False
