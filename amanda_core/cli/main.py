@@ -388,9 +388,19 @@ def _grouped(names: Sequence[str]) -> str:
     return ", ".join(parts)
 
 
-def _explain_so_far(result: Any, args: argparse.Namespace) -> None:
-    if args.explain:
-        print(result.explain() or "no table applied: the graph is already in the target namespace")
+def _explain_so_far(result: Any, args: argparse.Namespace, tables: Sequence[Any] = ()) -> None:
+    if not args.explain:
+        return
+    print(result.explain() or "no table applied: the graph is already in the target namespace")
+    by_name = {getattr(t, "name", None): t for t in tables}
+    for report in result.reports:
+        table = by_name.get(report.table)
+        for r in report.rules:
+            rule = table.rules.get(r.rule) if table is not None else None
+            if rule is None or not r.matches or "approximate" not in rule.tags:
+                continue
+            text = " ".join(str(rule.raw.get("description") or "no description").split())
+            print(f"approximate: {report.table}, rule {r.rule} ({r.matches} match(es)): {text}")
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
@@ -439,7 +449,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     out = result.graph
     _sync_opset_attrs(out)
     if result.unconverted and not args.allow_partial:
-        _explain_so_far(result, args)
+        _explain_so_far(result, args, tables)
         left = result.unconverted
         total = sum(n for _, _, n, _ in left)
         kinds = "; ".join(f"{n} x {t} ({ns or 'no namespace'}, e.g. {', '.join(names[:3])})"
@@ -448,7 +458,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
         raise AmandaError(f"{total} op(s) of {len(left)} type(s) were not converted to {result.target} (no rule "
                           f"maps them exactly): {kinds}{approx}; nothing was written (--allow-partial keeps them "
                           "as they are)")
-    _explain_so_far(result, args)
+    _explain_so_far(result, args, tables)
     if result.unconverted:
         total = sum(n for _, _, n, _ in result.unconverted)
         _refuse_mixed_versions(result, args.output_file)
@@ -463,7 +473,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
         chain = " -> ".join([s.src for s in result.steps[:1]] + [s.dst for s in result.steps]) or str(out.namespace)
     n_ops = sum(1 for _ in out.walk())
     approx_note = ""
-    approx_ops = _approximations(result)
+    approx_ops = _approximations(result, tables)
     if approx_ops:
         approx_note = f"; {approx_ops} op(s) by approximate decompositions (--allow-approximate)"
     print(f"{args.input_model}: {chain}: {n_ops} ops{inferred}{approx_note}; wrote {', '.join(written)}")
@@ -493,9 +503,8 @@ def _approximate_hint(left: Sequence[Any], tables: Sequence[Any]) -> str:
     types = {t for t, _, _, _ in left}
     found = []
     for table in tables:
-        for rule in getattr(table, "rules", {}).values() if isinstance(getattr(table, "rules", None), dict) \
-                else getattr(table, "rules", ()):
-            tags = set(getattr(rule, "tags", ()) or ())
+        for rule in table.rules.values():
+            tags = set(rule.tags)
             if "approximate" not in tags:
                 continue
             for t in _rule_types(rule):
@@ -507,19 +516,24 @@ def _approximate_hint(left: Sequence[Any], tables: Sequence[Any]) -> str:
 
 
 def _rule_types(rule: Any) -> list[str]:
-    keeps = getattr(rule, "src_types", None)
-    if keeps:
-        return list(keeps)
-    doc = getattr(rule, "doc", "") or ""
-    name = getattr(rule, "name", "") or ""
-    return [w for w in (doc + " " + name).replace(",", " ").split() if w[:1].isupper()]
+    """The literal op types a rule's matcher names."""
+    out: list[str] = []
+    for pat in rule.src.ops.values():
+        t = getattr(pat, "type", None)
+        if t is not None and getattr(t, "kind", None) == "literal":
+            out.extend(t.value if isinstance(t.value, list) else [t.value])
+    return out
 
 
-def _approximations(result: Any) -> int:
+def _approximations(result: Any, tables: Sequence[Any]) -> int:
+    """How many matches of rules tagged ``approximate`` the conversion applied."""
+    by_name = {getattr(t, "name", None): t for t in tables}
     n = 0
     for report in result.reports:
+        table = by_name.get(report.table)
         for r in report.rules:
-            if "approximate" in (getattr(r, "tags", ()) or ()):
+            rule = table.rules.get(r.rule) if table is not None else None
+            if rule is not None and "approximate" in rule.tags:
                 n += r.matches
     return n
 
