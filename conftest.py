@@ -3,7 +3,7 @@
 Reports: a test or a conftest adds figures with the ``amanda_report`` fixture (or
 :func:`add_report` on the pytest config); they are printed after the run, in the terminal summary, never in
 the middle of the progress dots.  Each report has a short summary, always printed, and optional details (the
-cases one by one), printed with ``-v`` and otherwise written to ``.pytest_cache/amanda/details.txt`` (the
+cases one by one), printed with ``-v`` and otherwise written to ``.pytest_cache/d/amanda/details.txt`` (the
 summary says where).
 """
 

@@ -141,3 +141,36 @@ def test_17_plugin_readmes():
     assert hooks and set(re.findall(r"`(amanda_\w+)`", sentence)) == hooks
     words = {4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
     assert f"with {words[len(hooks)]} hooks" in sentence
+
+
+# --------------------------------------------------------------------------- 15. a passing run looks like one
+
+REPORTING_TEST = '''
+def test_one(amanda_report):
+    amanda_report("toy suite", ["toy: 3 pass"], ["case a: slow", "case b: NOT_IMPLEMENTED"])
+
+def test_two():
+    pass
+'''
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_15_reports_come_after_the_run_and_details_behind_v(tmp_path, verbose):
+    import sys
+
+    shutil.copy(ROOT / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "test_toy.py").write_text(REPORTING_TEST)
+    args = [sys.executable, "-m", "pytest", "-p", "no:randomly", "-v" if verbose else "-q"]
+    p = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "AMANDA_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    head = lines.index(next(ln for ln in lines if "toy suite" in ln))
+    assert any("passed" in ln for ln in lines[head:])  # after the progress, before the closing line
+    assert "toy: 3 pass" in [ln for ln in lines[head + 1:] if ln.strip()][0]
+    details = tmp_path / ".pytest_cache" / "d" / "amanda" / "details.txt"
+    if verbose:
+        assert "case b: NOT_IMPLEMENTED" in p.stdout
+    else:
+        assert "NOT_IMPLEMENTED" not in p.stdout and "case b: NOT_IMPLEMENTED" in details.read_text()
+        assert "details of the reports above: .pytest_cache/d/amanda/details.txt (or run with -v)" in p.stdout
