@@ -25,7 +25,7 @@ counts those left (nested graphs included).
 
 from __future__ import annotations
 
-__all__ = ["optimize", "count_transposes", "LayoutReport"]
+__all__ = ["optimize", "count_transposes", "LayoutReport", "to_onnx", "tf_to_onnx_tables"]
 
 from dataclasses import dataclass, field
 from typing import Any
@@ -387,3 +387,40 @@ def optimize(graph: Graph) -> LayoutReport:
         _Pass(g, report).run()
     report.transposes_after = count_transposes(graph)
     return report
+
+
+def to_onnx(graph: Graph, registry: Any = None, *, target: str = "amanda/onnx/18", layout: bool = True,
+            allow_partial: bool = False) -> tuple[Graph, LayoutReport | None]:
+    """Convert an ``amanda/tensorflow`` graph to ONNX with the registered tables (``tf-to-onnx``, then the opset
+    tables to ``target``) and run the layout pass; returns the new graph and the pass's report.
+
+    Raises :class:`amanda_core.mapping.ConversionError` naming every op type no rule maps (with its count) before
+    anything is written, unless ``allow_partial``.
+    """
+    from amanda_core.mapping import convert
+    from amanda_core.plugin import registry as plugin_registry
+
+    reg = registry if registry is not None else plugin_registry()
+    namespaces = getattr(reg, "namespaces", reg)
+    tables = list(tf_to_onnx_tables())
+    if target != "amanda/onnx/18":  # other opsets: the ONNX opset tables registered by amanda-onnx
+        from amanda_core.mapping.registry import registered_tables
+
+        tables += [t for t in registered_tables(reg) if str(t.src).startswith("amanda/onnx/")]
+    conversion = convert(graph, target, tables, namespaces, allow_partial=allow_partial)
+    report = optimize(conversion.graph) if layout else None
+    return conversion.graph, report
+
+
+_TABLES: list[Any] = []
+
+
+def tf_to_onnx_tables() -> list[Any]:
+    """The plugin's ``tf_to_onnx*.yaml`` tables, loaded once (they are the plugin's own, so trusted)."""
+    if not _TABLES:
+        from amanda_core.mapping import load_table
+
+        from .plugin import TABLES
+
+        _TABLES.extend(load_table(p, trusted=True) for p in sorted(TABLES.glob("tf_to_onnx*.yaml")))
+    return _TABLES
