@@ -1,0 +1,84 @@
+"""ONNX -> TensorFlow tables on a fast subset of the ONNX node test suite.
+
+Only the case modules named in :data:`MODULES` are generated (importing one of onnx's node-case modules makes its
+cases), then each case in :data:`CASES` is converted with ``bench/onnx_node_suite_tf.py``'s functions and run with
+TensorFlow against its expected outputs.  A case that converts must pass (a conversion that cannot be exact must
+be refused), and the cases that are expected to convert do.  The full run is
+``.venv/bin/python bench/onnx_node_suite_tf.py``.  This module imports TensorFlow; it never imports torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("tensorflow")
+pytest.importorskip("onnx")
+
+BENCH = Path(__file__).resolve().parents[3] / "bench" / "onnx_node_suite_tf.py"
+
+MODULES = ["add", "sub", "mul", "div", "abs", "relu", "sigmoid", "tanh", "exp", "cast", "where", "xor", "pow",
+           "elu", "leakyrelu", "equal", "max", "gemm", "matmul", "reshape", "flatten", "unsqueeze", "transpose",
+           "concat", "gather", "softmax", "reducemax", "mod"]
+
+CONVERTS = ["test_add", "test_add_bcast", "test_sub", "test_mul_bcast", "test_div", "test_abs", "test_relu",
+            "test_sigmoid", "test_tanh", "test_exp", "test_cast_FLOAT_to_DOUBLE", "test_cast_DOUBLE_to_FLOAT",
+            "test_where_example", "test_xor2d", "test_pow_types_float32_int64", "test_elu_default",
+            "test_leakyrelu", "test_equal", "test_max_two_inputs", "test_gemm_default_single_elem_vector_bias",
+            "test_gemm_default_no_bias", "test_matmul_3d", "test_reshape_reordered_all_dims",
+            "test_flatten_axis0", "test_unsqueeze_axis_0", "test_transpose_default", "test_concat_2d_axis_0",
+            "test_gather_0", "test_gather_negative_indices", "test_softmax_axis_2",
+            "test_reduce_max_default_axes_keepdim_example"]
+"""Cases the tables convert (each must convert and pass)."""
+
+REFUSED = ["test_elu", "test_softmax_axis_0"]
+"""Cases no rule converts exactly (ELU with alpha != 1, Softmax over a leading axis): refused, never wrong."""
+
+
+@pytest.fixture(scope="module")
+def bench() -> Any:
+    spec = importlib.util.spec_from_file_location("onnx_node_suite_tf", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def cases() -> dict[str, Any]:
+    from onnx.backend.test.case import node
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for m in MODULES:
+            importlib.import_module(f"onnx.backend.test.case.node.{m}")
+    return {c.name: c for c in node._NodeTestCases}
+
+
+@pytest.mark.parametrize("name", CONVERTS)
+def test_converts_and_matches(bench: Any, cases: dict[str, Any], name: str) -> None:
+    assert name in cases, f"no node case {name}"
+    outcome, detail = bench.attempt(cases[name])
+    assert outcome == "pass", detail
+
+
+@pytest.mark.parametrize("name", REFUSED)
+def test_inexact_is_refused(bench: Any, cases: dict[str, Any], name: str) -> None:
+    outcome, detail = bench.attempt(cases[name])
+    assert outcome == "refused", (outcome, detail)
+
+
+def test_subset_never_wrong(bench: Any, cases: dict[str, Any]) -> None:
+    """Every generated case of the subset's modules: none converts to a graph that fails or differs, and at
+    least the listed ones pass."""
+    wanted = {c for c in cases if any(c == f"test_{m}" or c.startswith(f"test_{m}_") for m in MODULES)}
+    suite = bench.run_suite([cases[n] for n in sorted(wanted)])
+    bad = {n: r for n, r in suite["results"].items() if r[1] in ("wrong", "error")}
+    assert not bad, bad
+    assert suite["counts"]["pass"] >= len(CONVERTS)
