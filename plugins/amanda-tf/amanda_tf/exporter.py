@@ -301,7 +301,8 @@ def to_graph_def(graph: Graph) -> GraphDefParts:
             raise GraphError(f"graph output {port.name!r} is not fed")
         node = node_def_pb2.NodeDef(name=port.name, op="Identity")
         node.input.append(ref(src))
-        node.attr["T"].type = dtype_enum(_base_dtype(src, f"the value of graph output {port.name!r}"))
+        typed = src if src.dtype is not None else port  # a value a conversion made: the output says its type
+        node.attr["T"].type = dtype_enum(_base_dtype(typed, f"the value of graph output {port.name!r}"))
         gd.node.append(node)
     for fdef in encoder.functions.values():
         gd.library.function.append(fdef)
