@@ -43,10 +43,14 @@ __all__ = [
     "Op",
     "Graph",
     "default_op_name",
+    "NestedGraph",
 ]
 
+import difflib
 import re
-from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence, TypeVar, overload
+from contextlib import contextmanager
+from operator import attrgetter
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence, TypeVar, overload
 
 from ..errors import GraphCycleError, GraphError
 
@@ -71,12 +75,24 @@ def default_op_name(op_type: str | None) -> str:
 class Port:
     """A named slot of an op or graph through which a value flows."""
 
-    __slots__ = ("_name", "dtype", "_owner")
+    __slots__ = ("_name", "_dtype", "_owner")
 
     def __init__(self, name: str, dtype: Any = None, owner: Op | Graph | None = None) -> None:
         self._name = name
-        self.dtype = dtype
+        self._dtype = dtype
         self._owner = owner
+
+    dtype = property(attrgetter("_dtype"), doc="The port's type (a type system's text, or None).")
+
+    @dtype.setter
+    def dtype(self, value: Any) -> None:
+        owner = self._owner
+        g = owner._graph if owner.__class__ is Op else owner  # type: ignore[union-attr]
+        if g.__class__ is Graph:
+            if g._journal is not None:
+                g._journal.append((setattr, self, "_dtype", self._dtype))
+            g._version += 1
+        self._dtype = value
 
     @property
     def name(self) -> str:
@@ -122,7 +138,7 @@ class InputPort(Port):
 
     def __init__(self, name: str, dtype: Any = None, owner: Op | Graph | None = None) -> None:
         self._name = name
-        self.dtype = dtype
+        self._dtype = dtype
         self._owner = owner
         self._source: OutputPort | None = None
 
@@ -141,7 +157,7 @@ class OutputPort(Port):
 
     def __init__(self, name: str, dtype: Any = None, owner: Op | Graph | None = None) -> None:
         self._name = name
-        self.dtype = dtype
+        self._dtype = dtype
         self._owner = owner
         self._consumers: dict[InputPort, None] = {}
 
@@ -322,17 +338,17 @@ class Op:
 
     __slots__ = (
         "_name",
-        "type",
-        "attrs",
-        "namespace",
+        "_type",
+        "_attrs",
+        "_namespace",
         "_inputs",
         "_outputs",
         "_graph",
         "_body",
         "_control_in",
         "_control_out",
-        "provenance",
-        "meta",
+        "_provenance",
+        "_meta",
         "__weakref__",
     )
 
@@ -340,10 +356,9 @@ class Op:
                  namespace: str | None = None, *, inputs: Iterable[str | tuple[str, Any]] | int = (),
                  outputs: Iterable[str | tuple[str, Any]] | int = ()) -> None:
         self._name = name
-        self.type = type
-        self.attrs: dict[str, Any] = dict(attrs) if attrs else {}
-        self.namespace = namespace
-        """Namespace of this op when it differs from its graph's (mid-conversion)."""
+        self._type = type
+        self._attrs: dict[str, Any] = dict(attrs) if attrs else {}
+        self._namespace = namespace
         # ports as Graph.add_op takes them: names, (name, dtype) pairs or a count
         self._inputs: PortList[InputPort] = _new_ports(self, InputPort, "in", inputs)
         self._outputs: PortList[OutputPort] = _new_ports(self, OutputPort, "out", outputs)
@@ -352,11 +367,67 @@ class Op:
         # control edges, in insertion order; an empty tuple until the first one (most ops never have any)
         self._control_in: dict[Op, None] | tuple[()] = ()
         self._control_out: dict[Op, None] | tuple[()] = ()
-        self.provenance: tuple[str, str] | None = None
-        """``(table, rule)`` of the mapping rule that created this op, if any."""
-        self.meta: dict[str, Any] = {}
-        """Annotations that are not attributes of the op's type (doc strings, a framework's value names, source
-        locations): kept, copied, compared and written like attributes, but never validated against a schema."""
+        self._provenance: tuple[str, str] | None = None
+        self._meta: dict[str, Any] = {}
+
+    # -- fields: read at slot speed; set through the IR, so the graph's version (and an open
+    # :meth:`Graph.atomic` block) knows.  Change attributes by assigning a new dict or with :meth:`set_attr`.
+    type = property(attrgetter("_type"), doc="The op's type in its namespace (``aten::matmul``, ``Conv``).")
+    attrs = property(attrgetter("_attrs"), doc="Attribute values by name (replace with a new dict or set_attr).")
+    namespace = property(attrgetter("_namespace"),
+                         doc="Namespace of this op when it differs from its graph's (mid-conversion).")
+    provenance = property(attrgetter("_provenance"),
+                          doc="``(table, rule)`` of the mapping rule that created this op, if any.")
+    meta = property(attrgetter("_meta"), doc="Annotations that are not attributes of the op's type (doc strings, "
+                    "a framework's value names, source locations): kept, copied, compared and written like "
+                    "attributes, but never validated against a schema.")
+
+    def _set(self, slot: str, value: Any) -> None:
+        g = self._graph
+        if g is not None:
+            if g._journal is not None:
+                g._journal.append((setattr, self, slot, getattr(self, slot)))
+            g._version += 1
+        setattr(self, slot, value)
+
+    @type.setter
+    def type(self, value: str | None) -> None:
+        self._set("_type", value)
+
+    @attrs.setter
+    def attrs(self, value: dict[str, Any]) -> None:
+        self._set("_attrs", value)
+
+    @namespace.setter
+    def namespace(self, value: str | None) -> None:
+        self._set("_namespace", value)
+
+    @provenance.setter
+    def provenance(self, value: tuple[str, str] | None) -> None:
+        self._set("_provenance", value)
+
+    @meta.setter
+    def meta(self, value: dict[str, Any]) -> None:
+        self._set("_meta", value)
+
+    def set_attr(self, name: str, value: Any) -> None:
+        """Set one attribute (the graph's version moves on)."""
+        attrs = dict(self._attrs)
+        attrs[name] = value
+        self._set("_attrs", attrs)
+
+    def del_attr(self, name: str) -> None:
+        """Remove one attribute, if present."""
+        if name in self._attrs:
+            self._set("_attrs", {k: v for k, v in self._attrs.items() if k != name})
+
+    def _log(self, undo: Callable[..., Any], *args: Any) -> None:
+        """Record a change for an open :meth:`Graph.atomic` block, and move the graph's version on."""
+        g = self._graph
+        if g is not None:
+            if g._journal is not None:
+                g._journal.append((undo, *args))
+            g._version += 1
 
     # -- identity
     @property
@@ -406,6 +477,8 @@ class Op:
         self._inputs._append(port, index)
         if self._body is not None:
             self._body._add_graph_input(name, dtype, index)
+        if self._graph is not None:
+            self._log(_unadd_port, self, port, "in")
         return port
 
     def add_output_port(self, name: str | None = None, dtype: Any = None, *, index: int | None = None) -> OutputPort:
@@ -415,6 +488,8 @@ class Op:
         self._outputs._append(port, index)
         if self._body is not None:
             self._body._add_graph_output(name, dtype, index)
+        if self._graph is not None:
+            self._log(_unadd_port, self, port, "out")
         return port
 
     def remove_input_port(self, port: InputPort | str) -> None:
@@ -422,6 +497,8 @@ class Op:
         p = self._inputs[port] if isinstance(port, str) else port
         if p._source is not None:
             raise GraphError(f"input port {p.qualified_name} is fed by {p._source.qualified_name}; disconnect it first")
+        index = self._inputs.index(p)
+        inner = None
         if self._body is not None:
             inner = self._body._inputs[p.name]
             if inner._consumers:
@@ -430,30 +507,40 @@ class Op:
             self._body._inputs._remove(inner)
             self._body._touch()
         self._inputs._remove(p)
+        self._log(_unremove_port, self, p, "in", index, inner)
 
     def remove_output_port(self, port: OutputPort | str) -> None:
         """Remove an output port; it must have no consumers."""
         p = self._outputs[port] if isinstance(port, str) else port
         if p._consumers:
             raise GraphError(f"output port {p.qualified_name} still feeds {_names(p._consumers)}")
+        index = self._outputs.index(p)
+        inner_out = None
         if self._body is not None:
             inner_out = self._body._outputs[p.name]
             if inner_out._source is not None:
+                if self._graph is not None and self._graph._journal is not None:
+                    self._graph._journal.append((_reconnect, inner_out, inner_out._source))
                 self._body.disconnect(inner_out)
             self._body._outputs._remove(inner_out)
         self._outputs._remove(p)
+        self._log(_unremove_port, self, p, "out", index, inner_out)
 
     def rename_input_port(self, port: InputPort | str, new: str) -> None:
         p = self._inputs[port] if isinstance(port, str) else port
+        old = p._name
         if self._body is not None:
             self._body._inputs._rename(self._body._inputs[p.name], new)
         self._inputs._rename(p, new)
+        self._log(Op.rename_input_port, self, p, old)
 
     def rename_output_port(self, port: OutputPort | str, new: str) -> None:
         p = self._outputs[port] if isinstance(port, str) else port
+        old = p._name
         if self._body is not None:
             self._body._outputs._rename(self._body._outputs[p.name], new)
         self._outputs._rename(p, new)
+        self._log(Op.rename_output_port, self, p, old)
 
     # -- control
     @property
@@ -503,6 +590,7 @@ class Op:
         A body without boundary ports gets ports mirroring the op's; otherwise
         its input and output port names must equal the op's.
         """
+        self._log(_restore_body, self, self._body)
         if body is None:
             if self._body is not None:
                 self._body._owner = None
@@ -615,6 +703,7 @@ class Graph:
         "_version",
         "_topo",
         "_counters",
+        "_journal",
         "__weakref__",
     )
 
@@ -626,8 +715,9 @@ class Graph:
         self.attrs: dict[str, Any] = dict(attrs) if attrs else {}
         self._owner: Op | None = None
         self._version = 0
-        self._topo: tuple[int, tuple[Op, ...]] | None = None
+        self._topo: tuple[Op, ...] | None = None
         self._counters: dict[str, int] = {}
+        self._journal: list[tuple[Any, ...]] | None = None
 
     # -- basic queries
     @property
@@ -651,7 +741,36 @@ class Graph:
         try:
             return self._ops[name]
         except KeyError:
-            raise GraphError(f"no op named {name!r} in {self._describe()}") from None
+            close = difflib.get_close_matches(name, list(self._ops), n=3, cutoff=0.6)
+            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            raise GraphError(f"no op named {name!r} in {self._describe()}{hint}") from None
+
+    @property
+    def version(self) -> int:
+        """A number that grows with every change made through the IR (ops, ports, edges, an op's type,
+        attributes, namespace, port types): a cache keyed on it stays true without being told."""
+        return self._version
+
+    @contextmanager
+    def atomic(self) -> Iterator[Graph]:
+        """Changes made to this graph (and to its ops and their ports) inside the block are undone if it raises:
+        the graph is then equal to what it was before.  Nested blocks join the outermost one.  Changes inside a
+        nested graph that existed before the block are not recorded; new ops, with what they hold, go whole."""
+        if self._journal is not None:
+            yield self
+            return
+        journal: list[tuple[Any, ...]] = []
+        self._journal = journal
+        try:
+            yield self
+        except BaseException:
+            self._journal = None
+            for undo in reversed(journal):
+                undo[0](*undo[1:])
+            self._touch()
+            raise
+        finally:
+            self._journal = None
 
     @property
     def owner(self) -> Op | None:
@@ -782,6 +901,8 @@ class Graph:
         self._ops[name] = op
         self._version += 1
         self._topo = None
+        if self._journal is not None:
+            self._journal.append((_unadd_op, self, op))
         return op
 
     def insert(self, op: Op) -> Op:
@@ -795,6 +916,8 @@ class Graph:
         op._graph = self
         self._ops[op._name] = op
         self._touch()
+        if self._journal is not None:
+            self._journal.append((_unadd_op, self, op))
         return op
 
     def rename_op(self, op: Op | str, new: str) -> None:
@@ -805,7 +928,10 @@ class Graph:
             raise GraphError(f"an op named {new!r} already exists in {self._describe()}")
         # keep insertion order: rebuild the dict around the renamed key
         self._ops = {(new if k == o._name else k): v for k, v in self._ops.items()}
+        if self._journal is not None:
+            self._journal.append((self.rename_op, o, o._name))
         o._name = new
+        self._version += 1
 
     def remove_op(self, op: Op | str, *, rewire: bool | Mapping[str, OutputPort | None] = False) -> None:
         """Remove an op and its incoming edges.
@@ -847,6 +973,8 @@ class Graph:
         for p in o._inputs:
             if p._source is not None:
                 self.disconnect(p)
+        if self._journal is not None:
+            self._journal.append((_unremove_op, self, o, tuple(o._control_in), tuple(o._control_out)))
         for other in list(o._control_in):
             del other._control_out[o]  # type: ignore[union-attr]
         for other in list(o._control_out):
@@ -891,6 +1019,9 @@ class Graph:
                 raise GraphError(
                     f"input port {dst.qualified_name} is already fed by {dst._source.qualified_name}"
                 )
+        if self._journal is not None:
+            self._journal.append((_reconnect, dst, dst._source))
+        if dst._source is not None:
             del dst._source._consumers[dst]
         dst._source = src
         src._consumers[dst] = None
@@ -903,6 +1034,8 @@ class Graph:
         self._check_endpoint(dst, "edge target")
         src = dst._source
         if src is not None:
+            if self._journal is not None:
+                self._journal.append((_reconnect, dst, src))
             del src._consumers[dst]
             dst._source = None
             self._touch()
@@ -915,6 +1048,8 @@ class Graph:
         if old is new:
             return 0
         moved = list(old._consumers)
+        if moved and self._journal is not None:
+            self._journal.append((_unreplace, old, moved))
         for c in moved:
             c._source = new
             new._consumers[c] = None
@@ -929,6 +1064,8 @@ class Graph:
         self._own(after)
         if before is after:
             raise GraphError(f"control edge from op {before.name!r} to itself")
+        if self._journal is not None and after not in before._control_out:
+            self._journal.append((self.disconnect_control, before, after))
         if not before._control_out:
             before._control_out = {}
         if not after._control_in:
@@ -943,6 +1080,8 @@ class Graph:
             raise GraphError(f"no control edge {before.name}.{CONTROL} -> {after.name}.{CONTROL}")
         del before._control_out[after]  # type: ignore[union-attr]
         del after._control_in[before]  # type: ignore[union-attr]
+        if self._journal is not None:
+            self._journal.append((self.connect_control, before, after))
         self._touch()
 
     def edges(self) -> list[Edge]:
@@ -966,10 +1105,10 @@ class Graph:
         """Ops ordered so that every op comes after the ops feeding it (by data or
         control edges).  Cached until the graph changes; an op list already in
         topological order is returned as inserted.  Raises GraphCycleError."""
-        if self._topo is not None and self._topo[0] == self._version:
-            return self._topo[1]
+        if self._topo is not None:  # every change of ops or edges drops it
+            return self._topo
         order = self._toposort()
-        self._topo = (self._version, order)
+        self._topo = order
         return order
 
     def _toposort(self) -> tuple[Op, ...]:
@@ -1093,18 +1232,120 @@ class Graph:
         return f"<Graph{ns}: {len(self._ops)} ops, {len(self._inputs)} inputs, {len(self._outputs)} outputs>"
 
     def walk(self) -> Iterator[Op]:
-        """Every op of this graph and of all nested bodies, depth first."""
+        """Every op of this graph and of all nested graphs (bodies, graph-valued attributes), depth first."""
         for op in list(self._ops.values()):
             yield op
-            if op._body is not None:
-                yield from op._body.walk()
-            for value in op.attrs.values():
-                if isinstance(value, Graph):
-                    yield from value.walk()
-                elif isinstance(value, list):
-                    for item in value:
-                        if isinstance(item, Graph):
-                            yield from item.walk()
+            for nested in op_graphs(op):
+                yield from nested.graph.walk()
+
+    def nested_graphs(self, namespace: str | None = None) -> Iterator[NestedGraph]:
+        """Every graph nested in this one, at any depth, depth first and in op order: op bodies and graphs held
+        by attributes (ONNX ``If`` branches, ``Loop`` bodies, TorchScript blocks), each with its owner op, where
+        it sits (``attr``/``index``; both None for a body), its path (``op/op.attr[1]``) and the namespace it
+        inherits (its owner op's, else that of the graph around it; ``namespace`` is what this graph inherits).
+        The one walk over nested graphs: verify, validate, the mapping engine, serialization use it."""
+        yield from _nested(self, namespace, "")
+
+
+class NestedGraph(NamedTuple):
+    """A graph nested in another (see :meth:`Graph.nested_graphs`)."""
+
+    graph: Graph
+    owner: Op
+    attr: str | None
+    """The attribute holding it; None for the owner's body."""
+    index: int | None
+    """Its position when the attribute holds a list of graphs."""
+    path: str
+    inherited: str | None
+    """The namespace it inherits from around it (its own ``namespace`` wins when set)."""
+
+
+def op_graphs(op: Op, prefix: str = "", inherited: str | None = None) -> Iterator[NestedGraph]:
+    """The graphs ``op`` holds directly: its body, then graph-valued attributes in order."""
+    here = f"{prefix}/{op._name}" if prefix else op._name
+    ns = op._namespace or inherited
+    if op._body is not None:
+        yield NestedGraph(op._body, op, None, None, here, ns)
+    attrs = op._attrs
+    if attrs:
+        for key, value in attrs.items():
+            if value.__class__ is Graph:
+                yield NestedGraph(value, op, key, None, f"{here}.{key}", ns)
+            elif value.__class__ is list:
+                for i, item in enumerate(value):
+                    if item.__class__ is Graph:
+                        yield NestedGraph(item, op, key, i, f"{here}.{key}[{i}]", ns)
+
+
+def _nested(graph: Graph, inherited: str | None, prefix: str) -> Iterator[NestedGraph]:
+    ns = graph.namespace or inherited
+    for op in list(graph._ops.values()):
+        if op._graph is not graph:
+            continue  # removed while the walk was paused
+        for nested in op_graphs(op, prefix, ns):
+            yield nested
+            yield from _nested(nested.graph, nested.inherited, nested.path)
+
+
+# --------------------------------------------------------------------------- undo records for Graph.atomic
+
+
+# Each record is (function, *arguments): calling the function with the arguments undoes one change.
+
+
+def _reconnect(dst: InputPort, src: OutputPort | None) -> None:
+    cur = dst._source
+    if cur is not None:
+        del cur._consumers[dst]
+    dst._source = src
+    if src is not None:
+        src._consumers[dst] = None
+
+
+def _unreplace(old: OutputPort, moved: list[InputPort]) -> None:
+    for c in moved:
+        _reconnect(c, old)
+
+
+def _unadd_op(graph: Graph, op: Op) -> None:
+    for p in op._inputs:
+        if p._source is not None:
+            _reconnect(p, None)
+    del graph._ops[op._name]
+    op._graph = None
+
+
+def _unremove_op(graph: Graph, op: Op, control_in: tuple[Op, ...], control_out: tuple[Op, ...]) -> None:
+    graph._ops[op._name] = op  # at the end of the order: equality and verification do not depend on it
+    op._graph = graph
+    for other in control_in:
+        graph.connect_control(other, op)
+    for other in control_out:
+        graph.connect_control(op, other)
+
+
+def _unadd_port(op: Op, port: Port, kind: str) -> None:
+    ports: PortList[Any] = op._inputs if kind == "in" else op._outputs
+    ports._remove(port)
+    if op._body is not None:
+        inner: PortList[Any] = op._body._inputs if kind == "in" else op._body._outputs
+        inner._remove(inner[port._name])
+
+
+def _unremove_port(op: Op, port: Port, kind: str, index: int, inner: Port | None) -> None:
+    ports: PortList[Any] = op._inputs if kind == "in" else op._outputs
+    ports._append(port, index)
+    if inner is not None and op._body is not None:
+        (op._body._inputs if kind == "in" else op._body._outputs)._append(inner, index)
+
+
+def _restore_body(op: Op, body: Graph | None) -> None:
+    if op._body is not None and op._body is not body:
+        op._body._owner = None
+    op._body = body
+    if body is not None:
+        body._owner = op
 
 
 def _preds(op: Op) -> Iterator[Op]:

@@ -7,7 +7,7 @@ __all__ = ["verify_graph", "find_cycles"]
 from typing import Iterable
 
 from ..errors import GraphCycleError
-from .graph import CONTROL, Graph, InputPort, Op, OutputPort
+from .graph import CONTROL, Graph, InputPort, Op, OutputPort, op_graphs
 
 
 def verify_graph(graph: Graph, prefix: str = "") -> list[str]:
@@ -78,16 +78,9 @@ def verify_graph(graph: Graph, prefix: str = "") -> list[str]:
             if body._inputs.names() != op._inputs.names() or body._outputs.names() != op._outputs.names():
                 report(f"body of op {key!r} has ports {body._inputs.names()} -> {body._outputs.names()}, "
                        f"the op has {op._inputs.names()} -> {op._outputs.names()}")
-            problems.extend(verify_graph(body, f"{prefix}/{key}" if prefix else key))
-        if op.attrs:
-            for attr, value in op.attrs.items():
-                if isinstance(value, Graph):
-                    problems.extend(verify_graph(value, f"{prefix}/{key}.{attr}" if prefix else f"{key}.{attr}"))
-                elif isinstance(value, list):
-                    for i, item in enumerate(value):
-                        if isinstance(item, Graph):
-                            problems.extend(verify_graph(item, f"{prefix}/{key}.{attr}[{i}]" if prefix
-                                                         else f"{key}.{attr}[{i}]"))
+        if op._body is not None or op._attrs:
+            for nested in op_graphs(op, prefix):
+                problems.extend(verify_graph(nested.graph, nested.path))
     for g in graph._inputs:
         check_output(g)
     for o in graph._outputs:

@@ -76,22 +76,10 @@ def op_namespace(op: Op, inherited: str | None) -> str | None:
 
 
 def graphs_in(graph: Graph, inherited: str | None) -> Iterator[tuple[Graph, str | None]]:
-    """The graph and every graph nested in it (bodies, attribute graphs), with the namespace each inherits."""
-    ns = graph.namespace or inherited
+    """The graph and every graph nested in it (:meth:`Graph.nested_graphs`), with the namespace each inherits."""
     yield graph, inherited
-    for op in list(graph):
-        if op.graph is not graph:
-            continue
-        here = op.namespace or ns
-        if op.body is not None:
-            yield from graphs_in(op.body, here)
-        for value in op.attrs.values():
-            if isinstance(value, Graph):
-                yield from graphs_in(value, here)
-            elif isinstance(value, list):
-                for item in value:
-                    if isinstance(item, Graph):
-                        yield from graphs_in(item, here)
+    for nested in graph.nested_graphs(inherited):
+        yield nested.graph, nested.inherited
 
 
 class Converter:
@@ -287,10 +275,10 @@ class Converter:
     def _types(self, g: Graph) -> dict[str | None, list[Op]]:
         """Ops of ``g`` by type in topological order, kept until the graph changes."""
         cached = self._index_cache.get(id(g))
-        if cached is not None and cached[0] is g and cached[1] == g._version:
+        if cached is not None and cached[0] is g and cached[1] == g.version:
             return cached[2]
         index = type_index(g)
-        self._index_cache[id(g)] = (g, g._version, index)
+        self._index_cache[id(g)] = (g, g.version, index)
         return index
 
     def _pass(self, g: Graph, inherited: str | None, table: MappingTable, rule: Rule, src_spec: NamespaceSpec,

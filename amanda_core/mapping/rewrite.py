@@ -79,6 +79,21 @@ class RewriteContext:
 
 
 @attrs.define
+class _OpPlan:
+    """What the mapper says of one op, every expression evaluated (nothing in the graph changed yet)."""
+
+    type: str | None = None
+    name: str | None = None
+    """The evaluated ``name`` expression (None: the op keeps its name, or a new one is named by its key)."""
+    attr_values: dict[str, Any] = attrs.field(factory=dict)
+    meta: dict[str, Any] = attrs.field(factory=dict)
+    inputs: list[tuple[str, Any]] | None = None
+    outputs: list[tuple[str, Any]] | None = None
+    consts: dict[str, ConstantOp | None] = attrs.field(factory=dict)
+    """Mapper ``consts``: the constant that feeds each input (None: the input goes unfed)."""
+
+
+@attrs.define
 class Rewrite:
     """What one application of a rule did."""
 
@@ -155,6 +170,7 @@ class _Applier:
         self.deferred_names: list[tuple[str, str]] = []  # (temporary name, name it takes after the removal)
         self.dead_candidates: list[Op | None] = []  # constant ops that may go unread after the rewrite
         self.consts_made: list[Op] = []
+        self.plans: dict[str, _OpPlan] = {}
         last = match.ops[matched[-1]] if matched else None
         self.default_op = OpView(last, ctx.match_ctx.parse_dtype) if last is not None else None
 
@@ -288,9 +304,8 @@ class _Applier:
         """The name of a new op: its ``name`` (made unique), else the key, else ``<first matched op>_<var>``.
         A ``name`` held by an op this rewrite removes is given to the new op once that op is gone."""
         if tpl.name is not None:
-            name = _eval(tpl.name, self.env_for(key), self.rule, self.m)
-            if not isinstance(name, str) or not name:
-                raise self.fail(f"mapper op {key!r}: the name expression gave {name!r}, not a non-empty string")
+            name = self.plans[key].name
+            assert name is not None
             holder = self.g.ops.get(name)
             if holder is not None and holder in self.removed_set:
                 unique = self.g.unique_name(name)
@@ -304,6 +319,57 @@ class _Applier:
         return self.g.unique_name(name)
 
 
+
+    # -- the plan: every expression evaluated and every check that needs no change made, before any change
+    def plan(self) -> None:
+        """Evaluate what the mapper says of each op (type, name, attributes, meta, port types, constants) and
+        check what can be checked on the graph as it is (edge ends and control edges name ops of the match or
+        the mapper); raises MappingError with the graph untouched."""
+        known = set(self.m.ops) | set(self.new_keys)
+        for e in self.t.edges:
+            for end in (e.src, e.dst):
+                if end.op not in known:
+                    raise self.fail(f"edge end {end} names no op of the match or the mapper")
+            if e.control:
+                for end in (e.src, e.dst):
+                    if end.op in self.removed:
+                        raise self.fail(f"control edge {e} joins an op the rule removes or does not know")
+        for key, tpl in self.t.ops.items():
+            if key not in self.new_keys and key not in self.kept:
+                continue
+            env = self.env_for(key)
+            plan = _OpPlan()
+            if tpl.type is not None:
+                op_type = _eval(tpl.type, env, self.rule, self.m)
+                plan.type = str(op_type) if op_type is not None else None
+            elif key in self.kept:
+                plan.type = self.kept[key].type
+            if key in self.new_keys and plan.type is None:
+                raise self.fail(f"mapper op {key!r} creates an op, so it needs a 'type'")
+            if tpl.name is not None:
+                name = _eval(tpl.name, env, self.rule, self.m)
+                if not isinstance(name, str) or not name:
+                    raise self.fail(f"mapper op {key!r}: the name expression gave {name!r}, not a non-empty string")
+                plan.name = name
+            plan.attr_values = self.attrs_of(key, tpl)
+            plan.meta = {mk: _eval(spec, env, self.rule, self.m) for mk, spec in tpl.meta.items()}
+            if tpl.inputs is not None:
+                plan.inputs = [(n, _as_dtype_text(_eval(dt, env, self.rule, self.m))) for n, dt in tpl.inputs]
+            if tpl.outputs is not None:
+                plan.outputs = [(n, _eval(dt, env, self.rule, self.m)) for n, dt in tpl.outputs]
+            for name, spec in tpl.consts.items():
+                value = _eval(spec, env, self.rule, self.m)
+                if value is None:
+                    plan.consts[name] = None
+                    continue
+                if self.ctx.make_constant is None:
+                    raise self.fail(f"mapper op {key!r}: consts need a target namespace that says how to write a "
+                                    "constant")
+                try:
+                    plan.consts[name] = self.ctx.make_constant(value)
+                except AmandaError as e:
+                    raise self.fail(f"mapper op {key!r}, consts {name!r}: {e}") from None
+            self.plans[key] = plan
 
     def attrs_of(self, key: str, tpl: OpTemplate) -> dict[str, Any]:
         env = self.env_for(key)
@@ -332,28 +398,26 @@ class _Applier:
             wanted_in[key].update(self.t.ops[key].consts)
         for key in self.new_keys:
             tpl = self.t.ops[key]
+            plan = self.plans[key]
             env = self.env_for(key)
-            op_type = _eval(tpl.type, env, self.rule, self.m) if tpl.type is not None else None
-            if op_type is None:
-                raise self.fail(f"mapper op {key!r} creates an op, so it needs a 'type'")
-            op = self.g.add_op(str(op_type), self.new_name(key, tpl), attrs=self.attrs_of(key, tpl),
+            op = self.g.add_op(plan.type, self.new_name(key, tpl), attrs=plan.attr_values,
                                namespace=self.ctx.dst_namespace)
             op.provenance = (self.ctx.table, self.rule.name)
-            for mk, spec in tpl.meta.items():
-                op.meta[mk] = _eval(spec, env, self.rule, self.m)
+            if plan.meta:
+                op.meta = {**op.meta, **plan.meta}
             schema = self.dst_schema(op.type)
-            if tpl.inputs is not None:
-                for pname, dt in tpl.inputs:
-                    op.add_input_port(pname, _as_dtype_text(_eval(dt, env, self.rule, self.m)))
+            if plan.inputs is not None:
+                for pname, dtext in plan.inputs:
+                    op.add_input_port(pname, dtext)
             elif schema is None:  # no target schema to name the slots: anonymous ports, by position
                 for _ in range(count_in):
                     op.add_input_port()
             else:
                 for pname in default_ports(schema, "in", wanted_in[key], count_in):
                     op.add_input_port(pname)
-            if tpl.outputs is not None:
-                for pname, dt in tpl.outputs:
-                    op.add_output_port(pname, _as_dtype_text(_eval(dt, env, self.rule, self.m)))
+            if plan.outputs is not None:
+                for pname, dt in plan.outputs:
+                    op.add_output_port(pname, _as_dtype_text(dt))
             elif schema is None:
                 for _ in range(count_out):
                     op.add_output_port()
@@ -407,10 +471,10 @@ class _Applier:
     def update(self) -> None:
         for key, op in self.kept.items():
             tpl = self.t.ops[key]
-            env = self.env_for(key)
+            plan = self.plans[key]
             old_type = op.type
-            new_type = _eval(tpl.type, env, self.rule, self.m) if tpl.type is not None else old_type
-            given = self.attrs_of(key, tpl)
+            new_type = plan.type
+            given = plan.attr_values
             keep = tpl.keep_attrs if tpl.keep_attrs is not None else (new_type == old_type)
             if keep is True:
                 attrs_new = dict(op.attrs)
@@ -419,8 +483,8 @@ class _Applier:
             else:
                 attrs_new = {}
             attrs_new.update(given)
-            for mk, spec in tpl.meta.items():
-                op.meta[mk] = _eval(spec, env, self.rule, self.m)
+            if plan.meta:
+                op.meta = {**op.meta, **plan.meta}
             if tpl.name is not None:
                 self.g.rename_op(op, self.new_name(key, tpl))
             if new_type != old_type:
@@ -429,7 +493,7 @@ class _Applier:
             op.attrs = attrs_new
             op.namespace = self.ctx.dst_namespace
             op.provenance = (self.ctx.table, self.rule.name)
-            self.rename_ports(op, tpl, env, new_type != old_type)
+            self.rename_ports(op, plan, new_type != old_type)
 
     def drop_const_ports(self, key: str, op: Op, tpl: OpTemplate) -> None:
         """An op whose type changes loses the inputs its matcher read as constants (``consts``), unless the mapper
@@ -460,23 +524,14 @@ class _Applier:
             op = self.new.get(key) or self.kept.get(key)
             if op is None:
                 continue
-            env = self.env_for(key)
             schema = self.dst_schema(op.type)
-            for name, spec in tpl.consts.items():
-                value = _eval(spec, env, self.rule, self.m)
+            for name, made in self.plans[key].consts.items():
                 port = resolve_port(op, name, "in", schema)
-                if value is None:
+                if made is None:
                     if isinstance(port, InputPort) and port.source is not None:
                         self.dead_candidates.append(port.source.op)
                         self.g.disconnect(port)
                     continue
-                if self.ctx.make_constant is None:
-                    raise self.fail(f"mapper op {key!r}: consts need a target namespace that says how to write a "
-                                    "constant")
-                try:
-                    made = self.ctx.make_constant(value)
-                except AmandaError as e:
-                    raise self.fail(f"mapper op {key!r}, consts {name!r}: {e}") from None
                 if not isinstance(port, InputPort):
                     port = op.add_input_port(name, index=_slot_index(op, name, schema))
                 elif port.source is not None:
@@ -504,16 +559,16 @@ class _Applier:
             self.g.remove_op(op)
         return names
 
-    def rename_ports(self, op: Op, tpl: OpTemplate, env: dict[str, Any], type_changed: bool) -> None:
+    def rename_ports(self, op: Op, plan: _OpPlan, type_changed: bool) -> None:
         """Ports the mapper lists take those names (by position); otherwise, when the type changed or a port's name
         is not a slot of the target schema (a version that renamed its parameters), every port of that side takes
         the target schema's slot names by position."""
         schema = self.dst_schema(op.type)
-        for kind, listed in (("in", tpl.inputs), ("out", tpl.outputs)):
+        for kind, listed in (("in", plan.inputs), ("out", plan.outputs)):
             ports = list(op.input_ports if kind == "in" else op.output_ports)
             if listed is not None:
                 names = [n for n, _ in listed]
-                dtypes = [_eval(dt, env, self.rule, self.m) for _, dt in listed]
+                dtypes = [dt for _, dt in listed]
             elif schema is not None and (type_changed or not _names_fit(ports, schema, kind)):
                 names = default_ports(schema, kind, set(), len(ports))[: len(ports)]
                 dtypes = [None] * len(names)
@@ -608,16 +663,23 @@ class _Applier:
                 if a is not b:
                     self.g.connect_control(a, b)
 
+    def check_removable(self) -> None:
+        """Every reader of a removed op's output is in the match (or was carried elsewhere by now)."""
+        matched = set(self.m.ops.values())
+        for op in self.removed.values():
+            for q in op.output_ports:
+                for c in q.consumers:
+                    if c.op not in matched:
+                        raise self.fail(f"{op.name}.{q.name} is still read by {c.qualified_name} after the rewrite")
+
     def remove(self) -> list[str]:
         names = []
         matched = set(self.m.ops.values())
         for op in self.removed.values():
             for q in op.output_ports:
                 for c in list(q.consumers):
-                    if c.op in matched:  # a matcher edge the mapper did not restate: it goes, as the design says
+                    if c.op in matched:  # a matcher edge the mapper did not restate: it goes (mapping-tables.md)
                         self.g.disconnect(c)
-                    else:
-                        raise self.fail(f"{op.name}.{q.name} is still read by {c.qualified_name} after the rewrite")
         for op in self.removed.values():
             names.append(op.name)
             self.g.remove_op(op)
@@ -627,8 +689,10 @@ class _Applier:
         """A kept op's input that a removed op fed and the mapper did not feed again is an error when the
         target schema requires it (an optional input may simply go unfed)."""
         for p in fed_by_removed:
-            if not isinstance(p, InputPort) or p.source is not None or p.op is None:
+            if not isinstance(p, InputPort) or p.op is None:
                 continue
+            if p.source is not None and p.source.op not in self.removed_set:
+                continue  # fed again (the check runs before the removed ops go)
             op = p.op
             schema = self.dst_schema(op.type)
             slot = schema.input(p.name) if schema is not None else None
@@ -641,26 +705,32 @@ class _Applier:
                                 "does not feed it again; add a mapper edge into it (or remove the op too)")
 
     def run(self) -> Rewrite | None:
+        """Plan (evaluate and check; nothing changes), then commit inside :meth:`Graph.atomic`: the checks that
+        need the rewritten edges run before any op is removed, and a failure at any step leaves the graph as it
+        was (``graph == copy``)."""
         if not self.contained():
             return None
-        fed_by_removed = [p for op in self.kept.values() for p in op.input_ports
-                          if p.source is not None and p.source.op in self.removed_set]
-        self.dead_candidates.extend(p.source.op for op in self.removed.values() for p in op.input_ports
-                                    if p.source is not None and p.source.op not in self.removed_set)
-        self.create()
-        self.update()
-        self.feed_consts()
-        self.connect_edges()
-        if self.positional():
-            self.carry_by_position()
-        self.control()
-        removed = self.remove()
-        removed.extend(self.sweep())
-        for temp, name in self.deferred_names:
-            if name not in self.g.ops and temp in self.g.ops:
-                self.g.rename_op(temp, name)
-        self.unfed_after(fed_by_removed)
-        self.g._touch()  # types and attributes changed in place: caches keyed by the graph's version must go
+        self.plan()
+        with self.g.atomic():
+            fed_by_removed = [p for op in self.kept.values() for p in op.input_ports
+                              if p.source is not None and p.source.op in self.removed_set]
+            self.dead_candidates.extend(p.source.op for op in self.removed.values() for p in op.input_ports
+                                        if p.source is not None and p.source.op not in self.removed_set)
+            self.create()
+            self.update()
+            self.feed_consts()
+            self.connect_edges()
+            if self.positional():
+                self.carry_by_position()
+            self.control()
+            self.check_removable()
+            self.unfed_after(fed_by_removed)
+            # from here on nothing can fail: the matched ops go, then constants nothing reads, then names
+            removed = self.remove()
+            removed.extend(self.sweep())
+            for temp, name in self.deferred_names:
+                if name not in self.g.ops and temp in self.g.ops:
+                    self.g.rename_op(temp, name)
         return Rewrite(list(self.new.values()) + self.consts_made, list(self.kept.values()), removed)
 
 
@@ -732,7 +802,8 @@ def apply_template(graph: Graph, match: Match, rule: Rule, ctx: RewriteContext) 
     if rule.dst.transform is not None:
         from .transform import apply_transform
 
-        return apply_transform(graph, match, rule, ctx)
+        with graph.atomic():  # a transform that fails part way leaves the graph as it was
+            return apply_transform(graph, match, rule, ctx)
     if keeps_only(rule):
         return _keep(graph, match, rule, ctx)
     return _Applier(graph, match, rule, ctx).run()

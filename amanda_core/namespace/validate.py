@@ -132,7 +132,20 @@ def _schema_for(registry: NamespaceRegistry, ns: str, cache: dict[str, Any]) -> 
 
 def _validate_graph(graph: Graph, registry: NamespaceRegistry, ns: str, problems: list[Problem], fill: bool,
                     override: bool, cache: dict[str, Any] | None = None) -> None:
+    """The graph's ops, then those of every nested graph (:meth:`Graph.nested_graphs`) in the namespace it
+    inherits; with ``override`` (a namespace given by the caller) ops' own namespaces are not looked at."""
     cache = {} if cache is None else cache
+    _validate_ops(graph, registry, ns, problems, fill, override, cache)
+    for nested in graph.nested_graphs(ns):
+        if override:
+            inner = (nested.graph.namespace if nested.attr is not None else None) or ns
+        else:
+            inner = nested.graph.namespace or nested.inherited or ns
+        _validate_ops(nested.graph, registry, inner, problems, fill, override, cache)
+
+
+def _validate_ops(graph: Graph, registry: NamespaceRegistry, ns: str, problems: list[Problem], fill: bool,
+                  override: bool, cache: dict[str, Any]) -> None:
     for op in graph:
         op_ns = op.namespace if (op.namespace and not override) else ns
         schema = _schema_for(registry, op_ns, cache)
@@ -143,12 +156,6 @@ def _validate_graph(graph: Graph, registry: NamespaceRegistry, ns: str, problems
                 problems.append(Problem(schema, op.path, op.type))
             continue
         _validate_op(op, schema, registry, problems, fill)
-        if op.body is not None:
-            _validate_graph(op.body, registry, op_ns, problems, fill, override, cache)
-        for value in op.attrs.values():
-            for g in (value if isinstance(value, list) else [value]):
-                if isinstance(g, Graph):
-                    _validate_graph(g, registry, g.namespace or op_ns, problems, fill, override, cache)
 
 
 def _validate_op(op: Op, schema: NamespaceSchema, registry: NamespaceRegistry, problems: list[Problem],
