@@ -452,7 +452,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
         _explain_so_far(result, args, tables)
         left = result.unconverted
         total = sum(n for _, _, n, _ in left)
-        kinds = "; ".join(f"{n} x {t} ({ns or 'no namespace'}, e.g. {', '.join(names[:3])})"
+        kinds = "; ".join(f"{n} x {t} ({ns or 'no namespace'}), e.g. {', '.join(names[:3])}"
                           for t, ns, n, names in left)
         approx = "" if getattr(args, "allow_approximate", False) else _approximate_hint(left, tables)
         raise AmandaError(f"{total} op(s) of {len(left)} type(s) were not converted to {result.target} (no rule "
