@@ -1,0 +1,240 @@
+"""ONNX node test suite -> torch: Amanda's ONNX -> torch tables against onnxruntime and onnx2torch, in one run.
+
+    .venv/bin/python bench/onnx_torch.py [--filter REGEX] [--limit N] [--json OUT]
+
+Every case of ``onnx.backend.test.loader.load_model_tests(kind="node")`` (built in memory) is
+* converted by Amanda (``amanda_onnx.load_model`` + ``infer_types`` -> ``convert(..., "amanda/pytorch")`` with the
+  ONNX opset tables and the ONNX -> torch tables) and run with the torch runner;
+* run by onnxruntime;
+* converted by onnx2torch and run, in a child process (onnx2torch imports torchvision, which is not installable
+  beside the CPU torch pinned here: the child gives it an empty stand-in, so its NonMaxSuppression and RoiAlign
+  converters are unavailable).
+Outputs are compared with the expected outputs as onnx's backend tests compare them (shape, dtype, rtol/atol of
+the case).  Amanda's outcomes: passed, refused (no rule converts an op), failed at run time, wrong (converted, ran
+and gave different numbers: must be 0).  Conversion times are summed for Amanda and onnx2torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import re
+import sys
+import time
+import warnings
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+
+def _arrays(values: Any) -> list[Any]:
+    from onnx import numpy_helper
+
+    return [numpy_helper.to_array(v) if hasattr(v, "dims") else v for v in values]
+
+
+def same(expected: list[Any], got: list[Any], rtol: float, atol: float) -> str | None:
+    """None when every output matches, else why not."""
+    if len(got) != len(expected):
+        return f"{len(got)} outputs, expected {len(expected)}"
+    for ref, out in zip(expected, got):
+        if isinstance(ref, list) or isinstance(out, list) or ref is None or out is None:
+            return "not a tensor"
+        ref, out = np.asarray(ref), np.asarray(out)
+        if ref.shape != out.shape:
+            return f"shape {out.shape}, expected {ref.shape}"
+        if ref.dtype != out.dtype:
+            return f"dtype {out.dtype}, expected {ref.dtype}"
+        if ref.dtype == object:
+            if not np.array_equal(ref, out):
+                return "different strings"
+            continue
+        try:
+            np.testing.assert_allclose(out.astype(np.float64) if out.dtype.name == "bfloat16" else out,
+                                       ref.astype(np.float64) if ref.dtype.name == "bfloat16" else ref,
+                                       rtol=rtol, atol=atol)
+        except AssertionError as e:
+            return " ".join(str(e).split())[:200]
+    return None
+
+
+def amanda_case(case: Any, tables: list[Any], registry: Any) -> tuple[str, str, float]:
+    import amanda_onnx
+    from amanda_core.mapping import ConversionError, convert
+    from amanda_torch.runner import run
+
+    t0 = time.perf_counter()
+    try:
+        graph = amanda_onnx.load_model(case.model)
+        amanda_onnx.infer_types(graph)
+        conv = convert(graph, "amanda/pytorch", tables, registry)
+    except ConversionError as e:
+        kinds = ", ".join(f"{t}" for t, _, _, _ in e.unconverted) if e.unconverted else str(e).splitlines()[0]
+        return "refused", kinds[:200], time.perf_counter() - t0
+    except Exception as e:  # noqa: BLE001 - a rule that fails is refused too, with its message
+        return "refused", f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}", \
+            time.perf_counter() - t0
+    elapsed = time.perf_counter() - t0
+    names = [p.name for p in conv.graph.input_ports]
+    for inputs, expected in case.data_sets:
+        try:
+            out = run(conv.graph, dict(zip(names, _arrays(inputs))))
+        except Exception as e:  # noqa: BLE001
+            return "run failed", str(e).splitlines()[0][:200] if str(e) else type(e).__name__, elapsed
+        why = same(_arrays(expected), list(out.values()), case.rtol, case.atol)
+        if why is not None:
+            return "wrong", why, elapsed
+    return "passed", "", elapsed
+
+
+def ort_case(case: Any) -> str:
+    import onnxruntime as ort
+
+    try:
+        so = ort.SessionOptions()
+        so.log_severity_level = 4
+        sess = ort.InferenceSession(case.model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        names = [i.name for i in sess.get_inputs()]
+        for inputs, expected in case.data_sets:
+            got = sess.run(None, dict(zip(names, _arrays(inputs))))
+            if same(_arrays(expected), got, case.rtol, case.atol) is not None:
+                return "wrong"
+        return "passed"
+    except Exception:  # noqa: BLE001
+        return "failed"
+
+
+def _o2t_worker(conn: Any) -> None:
+    """Child process: converts and runs models with onnx2torch."""
+    import types
+
+    warnings.filterwarnings("ignore")
+    stub = types.ModuleType("torchvision")
+    stub.ops = types.ModuleType("torchvision.ops")  # type: ignore[attr-defined]
+    stub.ops.roi_align = None  # type: ignore[attr-defined]
+    sys.modules.setdefault("torchvision", stub)
+    sys.modules.setdefault("torchvision.ops", stub.ops)  # type: ignore[attr-defined]
+    import onnx
+    import torch
+    from onnx2torch import convert
+
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            return
+        model_bytes, data_sets = msg
+        try:
+            t0 = time.perf_counter()
+            module = convert(onnx.load_from_string(model_bytes))
+            elapsed = time.perf_counter() - t0
+            results = []
+            for inputs in data_sets:
+                with torch.no_grad():
+                    out = module(*[torch.from_numpy(np.array(v)) for v in inputs])
+                outs = out if isinstance(out, (tuple, list)) else [out]
+                results.append([o.numpy() if hasattr(o, "numpy") else o for o in outs])
+            conn.send(("ok", results, elapsed))
+        except Exception as e:  # noqa: BLE001
+            conn.send(("error", f"{type(e).__name__}: {str(e)[:200]}", 0.0))
+
+
+class Onnx2Torch:
+    def __init__(self) -> None:
+        self.ctx = mp.get_context("spawn")
+        self.proc: Any = None
+
+    def _start(self) -> None:
+        self.conn, child = self.ctx.Pipe()
+        self.proc = self.ctx.Process(target=_o2t_worker, args=(child,), daemon=True)
+        self.proc.start()
+
+    def case(self, case: Any) -> tuple[str, float]:
+        if self.proc is None or not self.proc.is_alive():
+            self._start()
+        data = [_arrays(inputs) for inputs, _ in case.data_sets]
+        self.conn.send((case.model.SerializeToString(), data))
+        if not self.conn.poll(120):
+            self.proc.kill()
+            self.proc = None
+            return "failed", 0.0
+        try:
+            status, results, elapsed = self.conn.recv()
+        except EOFError:
+            self.proc = None
+            return "failed", 0.0
+        if status != "ok":
+            return "failed", 0.0
+        for (_, expected), got in zip(case.data_sets, results):
+            if same(_arrays(expected), got, case.rtol, case.atol) is not None:
+                return "wrong", elapsed
+        return "passed", elapsed
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.is_alive():
+            self.conn.send(None)
+            self.proc.join(5)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--filter", default=None, help="only cases whose name matches this regular expression")
+    ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--json", default=None, help="write per-case outcomes here")
+    ap.add_argument("--no-onnx2torch", action="store_true")
+    args = ap.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    from onnx.backend.test.loader import load_model_tests
+
+    from amanda_core.plugin.manager import registry
+    from amanda_onnx import opset
+    from amanda_torch.onnx_tables import onnx_to_torch_table
+
+    tables = [onnx_to_torch_table(), *opset.tables()]
+    reg = registry().namespaces
+    cases = load_model_tests(kind="node")
+    if args.filter:
+        cases = [c for c in cases if re.search(args.filter, c.name)]
+    cases = cases[: args.limit] if args.limit else cases
+    o2t = None if args.no_onnx2torch else Onnx2Torch()
+    counts: dict[str, Counter] = {"amanda": Counter(), "onnxruntime": Counter(), "onnx2torch": Counter()}
+    both: Counter = Counter()
+    rows = []
+    times = {"amanda": 0.0, "onnx2torch": 0.0}
+    for case in cases:
+        a, why, ta = amanda_case(case, tables, reg)
+        o = ort_case(case)
+        t, tt = o2t.case(case) if o2t is not None else ("skipped", 0.0)
+        counts["amanda"][a] += 1
+        counts["onnxruntime"][o] += 1
+        counts["onnx2torch"][t] += 1
+        if o == "passed":
+            both["amanda passes of onnxruntime's"] += a == "passed"
+            both["onnx2torch passes of onnxruntime's"] += t == "passed"
+        if a == "passed" and t == "passed":
+            times["amanda"] += ta
+            times["onnx2torch"] += tt
+        rows.append({"case": case.name, "amanda": a, "why": why, "onnxruntime": o, "onnx2torch": t})
+        if a == "wrong":
+            print(f"WRONG {case.name}: {why}", flush=True)
+    if o2t is not None:
+        o2t.close()
+    print(f"{len(cases)} node cases")
+    for who, c in counts.items():
+        print(f"  {who:12s} " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
+    for k, v in both.items():
+        print(f"  {k}: {v} of {counts['onnxruntime']['passed']}")
+    if times["onnx2torch"]:
+        print(f"  conversion time on the cases both pass: amanda {times['amanda']:.2f} s, onnx2torch "
+              f"{times['onnx2torch']:.2f} s ({times['amanda'] / times['onnx2torch']:.2f}x)")
+    refused = Counter(r["why"] for r in rows if r["amanda"] == "refused")
+    print("  most refused: " + "; ".join(f"{k} ({v})" for k, v in refused.most_common(12)))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 1 if counts["amanda"]["wrong"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
