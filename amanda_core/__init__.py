@@ -26,7 +26,8 @@ _EXPORTS = {
     "OutputPort": "ir", "Tensor": "ir",
     "NamespaceRegistry": "namespace", "NamespaceSchema": "namespace", "OpSchema": "namespace",
     "TypeSystem": "namespace", "validate": "namespace",
-    "Exporter": "plugin", "Importer": "plugin", "Runner": "plugin", "TypeInferer": "plugin", "hookimpl": "plugin",
+    "Exporter": "plugin", "Importer": "plugin", "Runner": "plugin", "TypeInferer": "plugin", "GraphPass": "plugin",
+    "hookimpl": "plugin",
     "registry": "plugin",
     "InputSpec": "plugin.types", "parse_input_spec": "plugin.types",
     "load_model": "io", "save_model": "io",
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
     from .io import load_model, save_model
     from .ir import CONTROL, Graph, GraphInput, GraphOutput, InputPort, Op, OutputPort, Tensor
     from .namespace import NamespaceRegistry, NamespaceSchema, OpSchema, TypeSystem, validate
-    from .plugin import Exporter, Importer, Runner, TypeInferer, hookimpl, registry
+    from .plugin import Exporter, GraphPass, Importer, Runner, TypeInferer, hookimpl, registry
     from .plugin.types import InputSpec, parse_input_spec
 
 
@@ -91,6 +92,7 @@ __all__ = [
     "PluginError",
     "Runner",
     "TypeInferer",
+    "GraphPass",
     "SchemaError",
     "Tensor",
     "TypeSystem",

@@ -163,3 +163,28 @@ def test_parts_that_disagree_or_repeat_a_rule_are_refused(tmp_path):
         merge_parts([a, load_table(tmp_path / "d.yaml")])
     with pytest.raises(TableError, match="apply_after names 'relu'"):
         merge_parts([load_table(tmp_path / "d.yaml")])
+
+
+def test_graph_passes_run_after_the_tables_they_name_and_explain_says_what_they_did():
+    from amanda_core.mapping import ConversionError, convert
+    from amanda_core.plugin.types import GraphPass
+
+    t = table_from_dict({"table": {"name": "toy-to-other", "src": "amanda/toy/1", "dst": "amanda/other/1",
+                                   "rules": RELU}})
+    seen = []
+
+    def count(graph: Graph) -> str:
+        seen.append((graph.namespace, [op.type for op in graph]))
+        return f"{len(graph)} op(s) looked at"
+
+    passes = [GraphPass("count", ("toy-to-other",), count), GraphPass("other", ("no-such-table",), count)]
+    result = convert(relu_graph(), "amanda/other/1", [t], reg(), passes=passes)
+    assert seen == [("amanda/other/1", ["ReLU"])]  # after its table only, once
+    assert result.passes == [(0, "count", "1 op(s) looked at")]
+    assert "  then pass count: 1 op(s) looked at" in result.explain()
+
+    def broken(graph: Graph) -> str:
+        raise ValueError("bad layout")
+
+    with pytest.raises(ConversionError, match="graph pass 'broken' .after table 'toy-to-other'. failed: ValueError"):
+        convert(relu_graph(), "amanda/other/1", [t], reg(), passes=[GraphPass("broken", ("toy-to-other",), broken)])

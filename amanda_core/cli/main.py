@@ -431,8 +431,11 @@ def cmd_convert(args: argparse.Namespace) -> int:
         else:
             inferred = f" ({n} value types inferred by {inferer.name})" if n else ""
     try:
+        from ..plugin.passes import registered_passes
+
         result = convert(graph, target, tables, reg.namespaces, include_tags=args.tag or (),
-                         exclude_tags=_excluded_tags(args), allow_partial=True, copy=False)
+                         exclude_tags=_excluded_tags(args), allow_partial=True, copy=False,
+                         passes=registered_passes())
     except ConversionError as e:
         if str(e).startswith("no chain of mapping tables"):
             source = graph.namespace

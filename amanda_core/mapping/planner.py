@@ -19,7 +19,7 @@ from __future__ import annotations
 __all__ = ["Step", "Conversion", "ConversionError", "plan", "convert", "interpret", "unconverted_ops"]
 
 from collections import deque
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import attrs
 
@@ -29,6 +29,9 @@ from ..namespace.names import is_within, parse_namespace, parse_spec
 from ..namespace.registry import NamespaceRegistry
 from .engine import ApplyReport, Converter, graphs_in, op_namespace
 from .table import MappingTable
+
+if TYPE_CHECKING:
+    from ..plugin.types import GraphPass
 
 
 class ConversionError(AmandaError):
@@ -56,11 +59,13 @@ class Conversion:
     steps: list[Step]
     reports: list[ApplyReport]
     unconverted: list[tuple[str, str | None, int, list[str]]] = attrs.field(factory=list)
+    passes: list[tuple[int, str, str]] = attrs.field(factory=list)
+    """Graph passes that ran: (index of the step they followed, pass name, its summary)."""
 
     def explain(self) -> str:
         """Per table and rule: how many matches each rewrote and which ops it produced."""
         lines = []
-        for report in self.reports:
+        for i, report in enumerate(self.reports):
             lines.append(f"table {report.table}: {report.src} -> {report.dst}")
             idle = sum(1 for r in report.rules if not r.matches and not r.skipped)
             for r in report.rules:
@@ -77,6 +82,9 @@ class Conversion:
                 lines.append(f"  carried unchanged: {report.carried} op(s)")
             if idle:
                 lines.append(f"  {idle} rule(s) matched nothing")
+            for step, name, summary in self.passes:
+                if step == i:
+                    lines.append(f"  then pass {name}: {summary}")
         if self.unconverted:
             lines.append("left unconverted:")
             for t, ns, n, names in self.unconverted:
@@ -166,7 +174,7 @@ def _same_family(a: str, b: str) -> bool:
 
 def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry: NamespaceRegistry | None = None,
             *, include_tags: Sequence[str] = (), exclude_tags: Sequence[str] = (), allow_partial: bool = False,
-            copy: bool = True) -> Conversion:
+            copy: bool = True, passes: Sequence[GraphPass] = ()) -> Conversion:
     """Convert ``graph`` to namespace ``target`` through the shortest chain of ``tables``.
 
     The input graph is left as it was unless ``copy`` is false.  Raises :class:`ConversionError` listing every
@@ -192,14 +200,25 @@ def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry:
     if work.namespace != source:
         work.namespace = source
     reports = []
-    for step in steps:
+    ran: list[tuple[int, str, str]] = []
+    for i, step in enumerate(steps):
         reports.append(converter.apply(work, step.table, src=step.src, dst=step.dst, include_tags=include_tags,
                                        exclude_tags=exclude_tags))
+        for graph_pass in passes:
+            if step.table.name in graph_pass.tables:
+                try:
+                    summary = graph_pass.run(work)
+                except AmandaError:
+                    raise
+                except Exception as e:
+                    raise ConversionError(f"graph pass {graph_pass.name!r} (after table {step.table.name!r}) "
+                                          f"failed: {type(e).__name__}: {e}") from e
+                ran.append((i, graph_pass.name, str(summary)))
     problems = work.verify()
     if problems:
         raise ConversionError(f"the converted graph is broken: {'; '.join(problems[:5])}")
     left = unconverted_ops(work, target_ns, registry) if steps else []  # no step: nothing was asked to change
-    result = Conversion(work, target_ns, steps, reports, left)
+    result = Conversion(work, target_ns, steps, reports, left, ran)
     if left and not allow_partial:
         total = sum(n for _, _, n, _ in left)
         lines = [f"{n} x {t} ({ns or 'no namespace'}), e.g. {', '.join(names)}" for t, ns, n, names in left]

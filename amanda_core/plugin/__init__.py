@@ -2,7 +2,7 @@
 
 from .hookspecs import hookimpl, hookspec
 from .manager import PluginInfo, PluginManager, Registry, get_manager, registry, reset
-from .types import Exporter, Importer, Runner, TypeInferer
+from .types import Exporter, GraphPass, Importer, Runner, TypeInferer
 
-__all__ = ["Exporter", "Importer", "Runner", "TypeInferer", "PluginInfo", "PluginManager", "Registry", "get_manager",
-           "hookimpl", "hookspec", "registry", "reset"]
+__all__ = ["Exporter", "GraphPass", "Importer", "Runner", "TypeInferer", "PluginInfo", "PluginManager", "Registry",
+           "get_manager", "hookimpl", "hookspec", "registry", "reset"]

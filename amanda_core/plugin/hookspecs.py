@@ -18,7 +18,7 @@ import pluggy
 if TYPE_CHECKING:
     from ..namespace.registry import NamespaceProvider
     from ..namespace.types import TypeSystem
-    from .types import Exporter, Importer, Runner, TypeInferer
+    from .types import Exporter, GraphPass, Importer, Runner, TypeInferer
 
 PROJECT = "amanda"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -67,3 +67,9 @@ def amanda_runners() -> Sequence[Runner]:
 def amanda_type_inferers() -> Sequence[TypeInferer]:
     """Type inferers: fill in the dtypes a graph of a namespace (family or range) leaves unstated, with the
     framework's own inference; conversions run them before applying tables."""
+
+
+@hookspec
+def amanda_graph_passes() -> Sequence[GraphPass]:
+    """Graph passes: code that runs on a graph after the mapping tables it names (a layout pass after a table that
+    converts channels-last ops to channels-first ones, say); each returns a summary for ``--explain``."""

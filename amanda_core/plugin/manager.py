@@ -199,6 +199,11 @@ class PluginManager:
         inferers = [(t, p) for p, items in self._call("amanda_type_inferers") for t in _typed(items, TypeInferer, p)]
         return Registry(namespaces, importers, exporters, runners, inferers, gather_tables)
 
+    def call_hook(self, hook_name: str) -> list[tuple[str, Sequence[Any]]]:
+        """Call a hook on every loaded plugin (loading them first): ``(plugin name, what it returned)`` pairs."""
+        self.load()
+        return self._call(hook_name)
+
     def _call(self, hook_name: str) -> list[tuple[str, Sequence[Any]]]:
         """Call a hook on every plugin, keeping which plugin gave what."""
         out: list[tuple[str, Sequence[Any]]] = []

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-__all__ = ["Importer", "Exporter", "Runner", "TypeInferer", "InputSpec", "parse_input_spec", "INPUT_DTYPES"]
+__all__ = ["Importer", "Exporter", "Runner", "TypeInferer", "GraphPass", "InputSpec", "parse_input_spec",
+           "INPUT_DTYPES"]
 
 import os
 import re
@@ -196,3 +197,18 @@ class TypeInferer:
 
     def handles_namespace(self, namespace: str) -> bool:
         return parse_spec(self.namespace).matches(namespace)
+
+
+@attrs.frozen
+class GraphPass:
+    """A rewrite that runs after a mapping table, as code: what a table cannot say well (the layout pass that
+    cancels and pushes the transposes a channels-last to channels-first table leaves around each op).
+
+    ``run(graph)`` changes the graph in place and returns a one-line summary (``"104 transposes -> 1"``), shown by
+    ``--explain``.  It runs after every table named in ``tables`` (a table's ``name``, or the ``part_of`` name of
+    tables written in parts), in the order passes were registered."""
+
+    name: str
+    tables: tuple[str, ...]
+    run: Callable[[Graph], str]
+    description: str = ""

@@ -7,14 +7,14 @@ TensorFlow; importing, exporting or running a model does.
 from __future__ import annotations
 
 __all__ = ["amanda_namespaces", "amanda_type_systems", "amanda_importers", "amanda_exporters", "amanda_runners",
-           "amanda_mapping_tables"]
+           "amanda_mapping_tables", "amanda_graph_passes"]
 
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from amanda_core import Exporter, Importer, Runner, hookimpl
+from amanda_core import Exporter, GraphPass, Importer, Runner, hookimpl
 from amanda_core.namespace.registry import NamespaceProvider
 from amanda_core.namespace.types import TypeSystem
 
@@ -101,3 +101,17 @@ def amanda_runners() -> list[Runner]:
 def amanda_mapping_tables() -> list[Any]:
     """TensorFlow <-> ONNX tables (``amanda_tf/tables/*.yaml``)."""
     return sorted(TABLES.glob("*.yaml"))
+
+
+def _layout(graph: Any) -> str:
+    from .layout import optimize
+
+    return optimize(graph).summary()
+
+
+@hookimpl
+def amanda_graph_passes() -> list[GraphPass]:
+    """``tf-layout``: after ``tf-to-onnx`` (channels-last ops written as ONNX ops between transposes), cancel, fold
+    and push the transposes so that few are left (``docs/tensorflow.md``, "Layout")."""
+    return [GraphPass(name="tf-layout", tables=("tf-to-onnx",), run=_layout,
+                      description="removes the transposes the TF -> ONNX table leaves around channels-last ops")]
