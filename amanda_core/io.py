@@ -337,6 +337,8 @@ def save_model(graph: Graph, path: str | os.PathLike[str]) -> list[str]:
             if isinstance(written, (list, tuple)) and written and all(isinstance(w, str) for w in written):
                 return list(written)
             return [path]
-    names = ", ".join(f"{e.name} ({e.namespace})" for e in candidates)
-    raise AmandaError(f"{path}: the graph is in {ns or 'no namespace'}, which no exporter for this kind of file "
-                      f"writes ({names}); convert it first with --to")
+    kind = "folders" if _is_folder_path(path) else f"{_ext(path)} files"
+    names = ", ".join(f"{e.name} writes {e.namespace}" for e in candidates)
+    raise AmandaError(f"{path}: the graph is in {ns or 'no namespace'}, and the exporters of {kind} write other "
+                      f"namespaces ({names}); convert it with --to {candidates[0].namespace}, or pick an output "
+                      "format for its namespace")

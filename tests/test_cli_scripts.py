@@ -174,3 +174,16 @@ def test_15_reports_come_after_the_run_and_details_behind_v(tmp_path, verbose):
     else:
         assert "NOT_IMPLEMENTED" not in p.stdout and "case b: NOT_IMPLEMENTED" in details.read_text()
         assert "details of the reports above: .pytest_cache/d/amanda/details.txt (or run with -v)" in p.stdout
+
+
+def test_17_readme_python_example_runs(tmp_path):
+    pytest.importorskip("onnx")
+    import sys
+
+    code = README.split("From Python:", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    code = code.replace('"out/small_cnn_18.onnx"', repr(str(tmp_path / "small_cnn_18.onnx")))
+    code = code.replace('"examples/', repr(str(ROOT / "examples")) + ' + "/')
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                       env={**os.environ, "AMANDA_PLUGINS": "amanda-onnx"})
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "table onnx-opset-17-to-18" in p.stdout and (tmp_path / "small_cnn_18.onnx").exists()
