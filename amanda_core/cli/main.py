@@ -637,12 +637,14 @@ def cmd_tables(args: argparse.Namespace) -> int:
     notes: list[str] = []
     unchecked: list[str] = []
     if args.check:
-        for t in tables:
-            if not _schema_known(reg, t.src) or not _schema_known(reg, t.dst):
-                unchecked.append(t.name)
-            errors, table_notes = check_table(t, reg.namespaces)
-            problems.extend(str(e) for e in errors)
-            notes.extend(f"note: {n}" for n in table_notes)
+        with _Progress(f"checking {len(tables)} table(s) against the schemas of their namespaces (a framework's "
+                       "schema is generated on first use)", after=2.0):
+            for t in tables:
+                if not _schema_known(reg, t.src) or not _schema_known(reg, t.dst):
+                    unchecked.append(t.name)
+                errors, table_notes = check_table(t, reg.namespaces)
+                problems.extend(str(e) for e in errors)
+                notes.extend(f"note: {n}" for n in table_notes)
     n_rules = sum(r["rules"] for r in rows)
     if args.json:
         if args.check:
