@@ -169,7 +169,8 @@ def attempt(case: Any) -> tuple[str, str]:
             warnings.simplefilter("ignore")
             graph = to_tf(case.model)
     except ConversionError as e:
-        return "refused", str(e).splitlines()[0][:300]
+        ops = sorted({u[0] for u in e.unconverted})
+        return "refused", ("unconverted: " + ", ".join(ops)) if ops else str(e).splitlines()[0][:300]
     except Exception as e:  # noqa: BLE001 - every failure is a result to count
         return "error", f"convert: {type(e).__name__}: {e}".splitlines()[0][:300]
     try:

@@ -791,6 +791,134 @@ def tf_int_tensor(values: Any, dtype: str = "int64") -> np.ndarray:
     return np.asarray(values, dtype=dtype).reshape(-1)
 
 
+_TF_CONST_DTYPES = _TF_CASTABLE | {"complex64", "complex128"}
+
+__all__ += ["tf_const_dtype", "onnx_strided_slice", "onnx_pad_pairs", "onnx_tf_window", "tf_nhwc_perm",
+            "tf_filter_perm"]
+
+
+def tf_const_dtype(value: Any) -> str | None:
+    """The TensorFlow dtype name a ``Const`` holding ``value`` (a numpy array) takes (``object``/bytes arrays:
+    ``string``); None when TensorFlow has no such element type."""
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        return None
+    if dtype.kind in "OSU":
+        return "string"
+    return dtype.name if dtype.name in _TF_CONST_DTYPES else None
+
+
+def onnx_strided_slice(starts: Any, ends: Any, axes: Any, steps: Any, rank: int) -> dict[str, Any] | None:
+    """An ONNX Slice with constant ``starts``/``ends`` (``axes``, ``steps`` optional) on a tensor of ``rank`` as
+    TensorFlow ``StridedSlice`` operands: int64 ``begin``, ``end``, ``strides`` over every axis and the
+    ``begin_mask``/``end_mask`` bits of the axes the slice leaves whole.  Both clamp out-of-range bounds the way
+    Python slicing does, so the values pass as they are; None when an axis repeats or a step is 0."""
+    st = [int(v) for v in np.asarray(starts).reshape(-1)]
+    en = [int(v) for v in np.asarray(ends).reshape(-1)]
+    ax = list(range(len(st))) if axes is None else [int(v) for v in np.asarray(axes).reshape(-1)]
+    sp = [1] * len(st) if steps is None else [int(v) for v in np.asarray(steps).reshape(-1)]
+    if not len(st) == len(en) == len(ax) == len(sp) or 0 in sp:
+        return None
+    try:
+        ax = normalize_axes(ax, rank)
+    except ValueError:
+        return None
+    if len(set(ax)) != len(ax):
+        return None
+    begin, end, strides = [0] * rank, [0] * rank, [1] * rank
+    mask = (1 << rank) - 1
+    for a, b, e, s in zip(ax, st, en, sp):
+        begin[a], end[a], strides[a] = b, e, s
+        mask &= ~(1 << a)
+    return {"begin": np.asarray(begin, np.int64), "end": np.asarray(end, np.int64),
+            "strides": np.asarray(strides, np.int64), "begin_mask": mask, "end_mask": mask}
+
+
+def onnx_pad_pairs(pads: Any, rank: int, axes: Any = None) -> np.ndarray | None:
+    """ONNX Pad's ``pads`` (``[b..., e...]`` over ``axes``, default every axis) as TensorFlow's int64
+    ``paddings`` ``[rank, 2]``; None when they do not fit the rank, an axis repeats or a pad is negative
+    (TensorFlow's Pad does not crop)."""
+    values = [int(v) for v in np.asarray(pads).reshape(-1)]
+    ax = list(range(rank)) if axes is None else [int(v) for v in np.asarray(axes).reshape(-1)]
+    if len(values) != 2 * len(ax) or any(v < 0 for v in values):
+        return None
+    try:
+        ax = normalize_axes(ax, rank)
+    except ValueError:
+        return None
+    if len(set(ax)) != len(ax):
+        return None
+    out = np.zeros((rank, 2), np.int64)
+    n = len(ax)
+    for i, a in enumerate(ax):
+        out[a] = (values[i], values[n + i])
+    return out
+
+
+def tf_nhwc_perm(rank: int, to_nhwc: bool = True) -> np.ndarray:
+    """The int32 ``perm`` of a TensorFlow Transpose from channels-first to channels-last (``to_nhwc``) or back."""
+    return np.asarray(perm_to_nhwc(rank) if to_nhwc else perm_to_nchw(rank), np.int32)
+
+
+def tf_filter_perm(rank: int) -> np.ndarray:
+    """The int32 ``perm`` taking an ONNX filter ``[O, I, k1, ...]`` to TensorFlow's ``[k1, ..., I, O]``."""
+    return np.asarray([*range(2, rank), 1, 0], np.int32)
+
+
+def onnx_tf_window(x_shape: Any, kernel: Sequence[int] | None, auto_pad: Any = "NOTSET", pads: Any = None,
+                   strides: Any = None, dilations: Any = None, ceil_mode: int = 0) -> dict[str, Any] | None:
+    """An ONNX convolution or pooling window over an input of shape ``x_shape`` (``[N, C, d1, ...]``) as
+    channels-last TensorFlow operands: ``strides``/``dilations``/``ksize`` lists over ``[N, d1, ..., C]``,
+    ``paddings`` (int64 ``[rank, 2]``, channels last) for an explicit Pad, ``pads`` (ONNX order) and the
+    spatial ``out`` sizes.  None when the pads depend on unknown sizes or ``ceil_mode`` would give another output
+    size than floor division (the window then reads past the padding)."""
+    if x_shape is None or kernel is None:
+        return None
+    n = len(kernel)
+    spatial_shape = list(x_shape)[2:]
+    if len(spatial_shape) != n:
+        return None
+    strides = [int(s) for s in strides] if strides else [1] * n
+    dilations = [int(d) for d in dilations] if dilations else [1] * n
+    try:
+        explicit = onnx_conv_pads(auto_pad, list(pads) if pads else None, spatial_shape, list(kernel), strides,
+                                  dilations)
+    except ValueError:
+        return None
+    if explicit is None or len(explicit) != 2 * n or any(int(p) < 0 for p in explicit):
+        return None
+    out = []
+    for i, (d, k, s, dl) in enumerate(zip(spatial_shape, kernel, strides, dilations)):
+        if d is None:
+            return None
+        span = int(d) + int(explicit[i]) + int(explicit[n + i]) - ((int(k) - 1) * dl + 1)
+        if span < 0:
+            return None
+        if ceil_mode and span % s:
+            return None
+        out.append(span // s + 1)
+    return {"strides": [1, *strides, 1], "dilations": [1, *dilations, 1], "ksize": [1, *[int(k) for k in kernel], 1],
+            "paddings": onnx_to_tf_pads(explicit, n + 2, "NHWC"), "pads": [int(p) for p in explicit], "out": out}
+
+
+__all__ += ["onnx_fill_value", "tf_scalar"]
+
+
+def onnx_fill_value(value: Any) -> np.ndarray:
+    """ConstantOfShape's ``value`` (a one-element tensor; absent: float32 0) as the 0-d array TF's Fill takes."""
+    if value is None:
+        return np.zeros((), np.float32)
+    arr = np.asarray(value)
+    if arr.size != 1:
+        raise ValueError(f"a ConstantOfShape value of {arr.size} elements")
+    return arr.reshape(())
+
+
+def tf_scalar(value: Any, dtype: str) -> np.ndarray:
+    """``value`` as a 0-d array of ``dtype`` (a scalar operand of a TF op)."""
+    return np.asarray(value, dtype=dtype).reshape(())
+
+
 # --------------------------------------------------------------------------- end of ONNX -> TensorFlow conversions
 
 
