@@ -21,6 +21,7 @@ import pluggy
 from ..errors import PluginError
 from ..namespace.registry import NamespaceProvider, NamespaceRegistry
 from ..namespace.types import PythonTypeSystem, TypeSystem, TypeSystemRegistry
+from ..serialization.graph_yaml import add_tag_source
 from . import hookspecs
 from .types import Exporter, Importer, Runner, TypeInferer
 
@@ -254,6 +255,14 @@ def get_manager() -> PluginManager:
         if _manager is None:
             _manager = PluginManager()
         return _manager
+
+
+def _load_for_tags() -> None:
+    get_manager().load()
+
+
+add_tag_source(_load_for_tags)  # a graph's YAML with a plugin's value tag loads the plugins (plugins register
+# their value types with register_value_type as their modules are imported, that is, as they load)
 
 
 def registry() -> Registry:

@@ -37,7 +37,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..ir.graph import Graph
-from ..mapping.match import Match, MatchContext
+from ..matching.types import Match, MatchContext
 from ..namespace.schema import NamespaceSchema
 from .errors import QueryError, QueryLimitWarning
 from .predicate import BUILTINS, register_function, registered_functions, unregister_function

@@ -6,7 +6,7 @@ Values:
   op's schema is known and gives one, and is ``null`` otherwise (so ``[axis == null]`` tests for absence and
   ``[!has($, 'axis')]`` tests that the op does not carry it);
 * ``@type``, ``@name``, ``@namespace`` are the op's type, name and effective namespace;
-* ``$`` is the op itself; a function receives it as a read-only :class:`~amanda_core.mapping.views.OpView`.
+* ``$`` is the op itself; a function receives it as a read-only :class:`~amanda_core.matching.views.OpView`.
 
 Comparisons: ``==``/``!=`` compare numbers by value (``1 == 1.0``; ``true`` is not ``1``), lists and tuples element
 by element (an attribute ``(3, 3)`` equals ``[3, 3]``), tensors by their elements, everything else with Python
@@ -35,7 +35,7 @@ from typing import Any, Callable, Mapping
 from ..ir.compare import values_equal
 from ..ir.graph import Graph, Op
 from ..ir.tensor import as_array, is_tensor
-from ..mapping.views import DtypeParser, OpView, view_value
+from ..matching.views import DtypeParser, OpView, view_value
 from ..namespace.schema import NO_DEFAULT, OpSchema
 from .errors import QueryError
 from .syntax import AttrRef, BoolOp, Call, Compare, Expr, ListExpr, Literal, Not, OpField, SelfRef

@@ -60,7 +60,7 @@ import attrs
 from ..errors import GraphCycleError
 from ..ir.bulk import bulk_build
 from ..ir.graph import Graph, Op
-from ..mapping.match import Match, MatchContext
+from ..matching.types import Match, MatchContext
 from ..namespace.schema import NamespaceSchema, OpSchema
 from .errors import QueryLimitWarning
 from .predicate import Evaluator

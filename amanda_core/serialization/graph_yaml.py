@@ -50,6 +50,7 @@ __all__ = [
     "dump_graph",
     "save_graph",
     "register_value_type",
+    "add_tag_source",
     "sidecar_path",
     "iter_tensors",
     "load_values",
@@ -194,6 +195,17 @@ def register_value_type(tag: str, cls: type, encode: Callable[[Any], Any], decod
         raise ValueError(f"malformed tag {tag!r}")
     _VALUE_TYPES[tag] = (cls, encode, decode)
     _VALUE_TAGS[cls] = tag
+
+
+_TAG_SOURCES: list[Callable[[], None]] = []
+
+
+def add_tag_source(load: Callable[[], None]) -> None:
+    """Register a function that may define more value types (by loading plugins) when a reader meets a tag no one
+    registered.  The plugin manager registers its ``load`` when it is imported, so serialization never imports the
+    layer above it."""
+    if load not in _TAG_SOURCES:
+        _TAG_SOURCES.append(load)
 
 
 # --------------------------------------------------------------------------- loading
@@ -473,8 +485,11 @@ class _Reader:
                 raise self.error(f"bad !scalar: {e}", path, t.line) from None
         entry = _VALUE_TYPES.get(t.tag)
         if entry is None:
-            _load_plugins_quietly()
-            entry = _VALUE_TYPES.get(t.tag)
+            for load_more in list(_TAG_SOURCES):  # the plugin manager: plugins register their tags as they load
+                load_more()  # a plugin that fails to load says so (PluginError), it is not passed over
+                entry = _VALUE_TYPES.get(t.tag)
+                if entry is not None:
+                    break
         if entry is None:
             raise self.error(f"unknown tag !{t.tag} (no installed plugin defines it)", path, t.line)
         try:
@@ -564,15 +579,6 @@ class _Sidecar:
             return arr.reshape(shape)
 
         return load
-
-
-def _load_plugins_quietly() -> None:
-    try:
-        from ..plugin.manager import get_manager
-
-        get_manager().load()
-    except Exception:  # noqa: S110 - an unknown tag is reported by the caller
-        pass
 
 
 def _kind(v: Any) -> str:
