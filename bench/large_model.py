@@ -1,0 +1,289 @@
+"""Large ONNX models: memory and time of Amanda's re-export and opset conversion against ``cp`` and onnx.
+
+    .venv/bin/python bench/large_model.py                 # 0.4 and 1.6 GB, inline and external
+    .venv/bin/python bench/large_model.py --sizes 0.4     # one size
+    .venv/bin/python bench/large_model.py --with-6gb      # also 6 GB (external data only; ~20 GB of disk)
+
+Models: ``L`` MatMul layers of 4096x4096 float32 weights (64 MiB each) made with ``onnx.helper``, opset 13; the
+inline one is one ``.onnx`` file, the external one keeps its weights in ``<model>.onnx.data``.  For each model,
+each command runs in its own process:
+
+* ``cp``: copy of the model's files (the floor);
+* ``onnx``: ``onnx.load`` + ``onnx.save`` (external data written as external data);
+* ``amanda export``: ``amanda convert m.onnx -o out.onnx`` (re-export);
+* ``amanda 13->21``: ``amanda convert m.onnx --to amanda/onnx/21 -o out.onnx``.
+
+Peak resident memory is the kernel's (``wait4``); peak anonymous memory is ``RssAnon`` of
+``/proc/<pid>/status`` sampled every 10 ms (mapped file pages are the page cache's, not the process's).
+Targets: Amanda's peak anonymous memory under 300 MB + 5% of the model's bytes, time at most 3x ``cp``.
+Outputs are checked: every tensor has the same bytes as in the source, and (``--ort-check-gb``, default 0.4)
+onnxruntime gives identical outputs for the source and both of Amanda's outputs.  The files live in ``--dir``
+(removed afterwards unless ``--keep``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = sys.executable
+N = 4096
+LAYER_BYTES = N * N * 4
+
+
+def make_model(path: str, layers: int, external: bool, seed: int = 0, n: int = N) -> int:
+    """Write the model; returns its weight bytes.  Weights are written one layer at a time."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    nodes = []
+    inits = []
+    prev = "x"
+    data_name = os.path.basename(path) + ".data"
+    data = open(os.path.join(os.path.dirname(path), data_name), "wb") if external else None  # noqa: SIM115
+    try:
+        for i in range(layers):
+            w = (rng.standard_normal((n, n), dtype=np.float32) / np.float32(64.0)).astype(np.float32)
+            name = f"w{i}"
+            if external:
+                assert data is not None
+                offset = data.tell()
+                data.write(w.tobytes())
+                t = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=[n, n])
+                for key, value in (("location", data_name), ("offset", str(offset)), ("length", str(w.nbytes))):
+                    e = t.external_data.add()
+                    e.key, e.value = key, value
+                t.data_location = TensorProto.EXTERNAL
+            else:
+                t = numpy_helper.from_array(w, name)
+            inits.append(t)
+            out = f"h{i}" if i < layers - 1 else "y"
+            nodes.append(helper.make_node("MatMul", [prev, name], [out], name=f"mm{i}"))
+            prev = out
+    finally:
+        if data is not None:
+            data.close()
+    g = helper.make_graph(nodes, "large", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", n])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", n])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    with open(path, "wb") as f:
+        f.write(model.SerializeToString())
+    return layers * n * n * 4
+
+
+def files_of(path: str) -> list[str]:
+    data = path + ".data"
+    return [path, data] if os.path.exists(data) else [path]
+
+
+def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``cmd``; wall time, peak RSS (kernel) and peak RssAnon (sampled), in MB."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    peak_anon = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        status = f"/proc/{proc.pid}/status"
+        while not done.is_set():
+            try:
+                with open(status) as f:
+                    for line in f:
+                        if line.startswith("RssAnon:"):
+                            peak_anon[0] = max(peak_anon[0], int(line.split()[1]))
+                            break
+            except OSError:
+                pass
+            time.sleep(0.01)
+
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    done.set()
+    t.join()
+    out = proc.stdout.read().decode() if proc.stdout else ""
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    code = os.waitstatus_to_exitcode(status)
+    proc.returncode = code
+    if code != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({code}):\n{out}\n{err}")
+    return {"time": elapsed, "rss_mb": usage.ru_maxrss / 1024, "anon_mb": peak_anon[0] / 1024, "stderr": err}
+
+
+_ONNX_ROUNDTRIP = """
+import sys, onnx
+src, dst, ext = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+m = onnx.load(src)
+if ext:
+    onnx.save(m, dst, save_as_external_data=True, all_tensors_to_one_file=True, location=dst.split('/')[-1] + '.data')
+else:
+    onnx.save(m, dst)
+"""
+
+
+def check_tensors(src: str, out: str) -> int:
+    """Every initializer of ``out`` has the bytes it has in ``src`` (both read lazily); returns how many."""
+    import numpy as np
+
+    import amanda_onnx
+
+    a = amanda_onnx.load_model(src)
+    b = amanda_onnx.load_model(out)
+    va = {op.name: op.attrs["value"] for op in a if op.type == "Initializer"}
+    vb = {op.name: op.attrs["value"] for op in b if op.type == "Initializer"}
+    if va.keys() != vb.keys():
+        raise SystemExit(f"{out}: initializers differ from {src}")
+    for k in va:
+        x, y = np.asarray(va[k]), np.asarray(vb[k])
+        if x.dtype != y.dtype or x.shape != y.shape or not np.array_equal(x.view(np.uint8), y.view(np.uint8)):
+            raise SystemExit(f"{out}: tensor {k} differs from {src}")
+    return len(va)
+
+
+_ORT = """
+import sys, numpy as np, onnxruntime as ort
+x = np.random.default_rng(1).standard_normal((2, 4096), dtype=np.float32)
+outs = []
+for p in sys.argv[1:]:
+    s = ort.InferenceSession(p, providers=["CPUExecutionProvider"])
+    outs.append(s.run(None, {"x": x})[0])
+    del s
+print(all(np.array_equal(outs[0], o) for o in outs[1:]))
+"""
+
+
+COMMANDS = (("amanda export", []), ("amanda 13->21", ["--to", "amanda/onnx/21"]))
+
+
+def startup(workdir: str) -> dict[str, float]:
+    """Time of each Amanda command on a 64x64 one-layer model: the fixed cost (start-up, loading the mapping
+    tables of every installed plugin) that does not depend on the weights."""
+    d = os.path.join(workdir, "tiny")
+    os.makedirs(d, exist_ok=True)
+    src = os.path.join(d, "m.onnx")
+    make_model(src, 1, False, n=64)
+    env = dict(os.environ, AMANDA_NO_PROGRESS="1")
+    out = {label: measure([PY, "-m", "amanda_core", "convert", src, *extra, "-o", os.path.join(d, "o.onnx")],
+                          env=env)["time"] for label, extra in COMMANDS}
+    shutil.rmtree(d, ignore_errors=True)
+    return out
+
+
+def bench_one(workdir: str, gb: float, external: bool, ort_check_gb: float,
+              fixed: dict[str, float]) -> list[dict[str, Any]]:
+    layers = max(1, round(gb * 1e9 / LAYER_BYTES))
+    kind = "external" if external else "inline"
+    d = os.path.join(workdir, f"{gb}gb_{kind}")
+    os.makedirs(d, exist_ok=True)
+    src = os.path.join(d, "m.onnx")
+    nbytes = make_model(src, layers, external)
+    size = sum(os.path.getsize(p) for p in files_of(src))
+    rows = []
+    env = dict(os.environ, AMANDA_NO_PROGRESS="1")
+
+    def clean(path: str) -> None:
+        for p in (path, path + ".data"):
+            if os.path.exists(p):
+                os.unlink(p)
+
+    cp_dst = os.path.join(d, "cp.onnx")
+    os.system("sync")
+    copies = " && ".join(f"cp '{p}' '{cp_dst if p == src else cp_dst + '.data'}'" for p in files_of(src))
+    r = measure(["sh", "-c", copies])
+    cp_time = r["time"]
+    rows.append({"model": f"{gb} GB {kind}", "command": "cp", **r})
+    clean(cp_dst)
+    ox = os.path.join(d, "onnx.onnx")
+    r = measure([PY, "-c", _ONNX_ROUNDTRIP, src, ox, "1" if external else "0"])
+    rows.append({"model": f"{gb} GB {kind}", "command": "onnx.load + onnx.save", **r})
+    clean(ox)
+    outs = []
+    for label, extra in COMMANDS:
+        out = os.path.join(d, label.split()[-1].replace("->", "_") + ".onnx")
+        r = measure([PY, "-m", "amanda_core", "convert", src, *extra, "-o", out], env=env)
+        n = check_tensors(src, out)
+        rows.append({"model": f"{gb} GB {kind}", "command": label, **r, "tensors_checked": n,
+                     "out_files": [os.path.basename(p) for p in files_of(out)]})
+        outs.append(out)
+    if gb <= ort_check_gb:
+        res = subprocess.run([PY, "-c", _ORT, src, *outs], capture_output=True, text=True, check=True)
+        same = res.stdout.strip() == "True"
+        for row in rows[-2:]:
+            row["ort_identical"] = same
+        if not same:
+            raise SystemExit(f"onnxruntime outputs differ for {src}")
+    for row in rows:
+        row["model_bytes"] = nbytes
+        row["file_bytes"] = size
+        row["x_cp"] = row["time"] / cp_time if cp_time else float("nan")
+        row["fixed"] = fixed.get(row["command"], 0.0)
+        row["net_x_cp"] = max(row["time"] - row["fixed"], 0.0) / cp_time if cp_time else float("nan")
+        row["anon_target_mb"] = 300 + 0.05 * nbytes / 2**20
+        row.pop("stderr", None)
+    shutil.rmtree(d, ignore_errors=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="0.4,1.6", help="model sizes in GB (default 0.4,1.6)")
+    ap.add_argument("--with-6gb", action="store_true", help="also 6 GB, external data only (needs ~20 GB disk)")
+    ap.add_argument("--dir", default=os.path.join("/tmp", "amanda-large-model-bench"))
+    ap.add_argument("--only", choices=["inline", "external"], help="one kind of model")
+    ap.add_argument("--ort-check-gb", type=float, default=0.4, help="onnxruntime comparison up to this size")
+    ap.add_argument("--json", help="also write the rows to this file")
+    args = ap.parse_args()
+    os.makedirs(args.dir, exist_ok=True)
+    plan = []
+    for gb in (float(s) for s in args.sizes.split(",") if s):
+        for external in (False, True):
+            if gb * 1e9 > 2**31 - 2**26 and not external:
+                continue  # over protobuf's 2 GB: ONNX allows external data only
+            plan.append((gb, external))
+    if args.with_6gb:
+        plan.append((6.0, True))
+    if args.only:
+        plan = [(g, e) for g, e in plan if e == (args.only == "external")]
+    rows = []
+    fixed = startup(args.dir)
+    for gb, external in plan:
+        rows.extend(bench_one(args.dir, gb, external, args.ort_check_gb, fixed))
+        print(json.dumps(rows[-4:]), file=sys.stderr, flush=True)
+    print(f"fixed cost of each Amanda command on a 64x64 one-layer model: "
+          f"{', '.join(f'{k} {v:.2f} s' for k, v in fixed.items())}")
+    print("| model | command | time s | x cp | (time - fixed) x cp | peak RSS MB | peak RssAnon MB | anon target MB "
+          "| checked |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        checked = ""
+        net = ""
+        if "tensors_checked" in r:
+            checked = f"{r['tensors_checked']} tensors" + (", ort identical" if r.get("ort_identical") else "")
+            net = f"{r['net_x_cp']:.2f}"
+        print(f"| {r['model']} | {r['command']} | {r['time']:.2f} | {r['x_cp']:.2f} | {net} | {r['rss_mb']:.0f} | "
+              f"{r['anon_mb']:.0f} | {r['anon_target_mb']:.0f} | {checked} |")
+    amanda = [r for r in rows if r["command"].startswith("amanda")]
+    mem_ok = all(r["anon_mb"] < r["anon_target_mb"] for r in amanda)
+    time_ok = all(r["x_cp"] <= 3 for r in amanda)
+    net_ok = all(r["net_x_cp"] <= 3 for r in amanda)
+    print(f"memory target {'met' if mem_ok else 'NOT met'} (peak RssAnon < 300 MB + 5% of weights); time <= 3x cp "
+          f"{'met' if time_ok else 'NOT met'} end to end, {'met' if net_ok else 'NOT met'} without the fixed cost")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, ROOT)
+    main()
