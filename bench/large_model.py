@@ -42,7 +42,6 @@ LAYER_BYTES = N * N * 4
 def make_model(path: str, layers: int, external: bool, seed: int = 0, n: int = N) -> int:
     """Write the model; returns its weight bytes.  Weights are written one layer at a time."""
     import numpy as np
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(seed)
