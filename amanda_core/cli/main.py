@@ -720,6 +720,8 @@ _DEBUG_HELP = "show the traceback of an error (accepted anywhere on the line)"
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=_DEBUG_HELP)
+    p.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS,
+                   help="no progress bars or notices (bars show only on a terminal anyway)")
 
 
 def _model_options(p: argparse.ArgumentParser) -> None:
@@ -842,6 +844,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _enable_progress(quiet: bool) -> None:
+    """Progress bars of long work on a terminal (amanda_core.progress), unless --quiet."""
+    from .. import progress
+
+    progress.enable(not quiet, quiet=quiet)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
@@ -853,6 +862,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser()
         args = parser.parse_args(argv)
         debug = bool(getattr(args, "debug", False)) or debug
+        _enable_progress(bool(getattr(args, "quiet", False)))
         if not getattr(args, "func", None):
             parser.print_help(sys.stderr)
             return EXIT_ERROR
