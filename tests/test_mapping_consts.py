@@ -168,3 +168,40 @@ def test_consts_are_refused_where_they_do_not_belong():
 
     with pytest.raises(TableError, match="consts must be a mapping"):
         table({"r": {"src": {"ops": {"$s": {"type": "Split", "consts": ["split"]}}}, "dst": {"remove": True}}})
+
+
+THIRD = """
+namespace_schema:
+  namespace: amanda/third/1
+  default_type_system: python
+  op_schemas:
+    - type: Split
+      input_ports: [x]
+      output_ports: [outputs+]
+    - type: Const
+      attrs: {value: Any}
+      output_ports: [y]
+"""
+
+
+class ThirdNamespaces(ToyNamespaces):
+    pass
+
+
+def test_an_op_that_keeps_its_type_across_families_drops_what_the_target_lacks():
+    """A Split of the toy family becomes the third family's Split, which has no `split` input and no `axis`
+    attribute: the input read under consts goes (its constant is swept), and so do the source's attributes."""
+    reg = reg_with_constants()
+    reg.add(ThirdNamespaces([load_schema(THIRD)]))
+    g = graph_with_split("const")
+    t = table({"r": {"src": {"ops": {"$s": {"type": "Split", "consts": {"split": [2, 3]}}}},
+                     "dst": {"ops": {"$s": {"type": "Split"}}}}}, dst="amanda/third/1")
+    apply_table(g, t, reg)
+    s = g.ops["s"]
+    assert s.input_ports.names() == ["x"] and s.attrs == {}
+    assert "sizes" not in g.ops
+    g = graph_with_split("const")  # within a family the same rule keeps both
+    t = table({"r": {"src": {"ops": {"$s": {"type": "Split", "consts": {"split": [2, 3]}}}},
+                     "dst": {"ops": {"$s": {"type": "Split"}}}}}, dst="amanda/toy/2")
+    apply_table(g, t, reg)
+    assert g.ops["s"].input_ports.names() == ["x", "split"] and g.ops["s"].attrs == {"axis": 1}

@@ -475,7 +475,9 @@ class _Applier:
             old_type = op.type
             new_type = plan.type
             given = plan.attr_values
-            keep = tpl.keep_attrs if tpl.keep_attrs is not None else (new_type == old_type)
+            # an op that keeps its type keeps its attributes, unless it changes family (a TF `T` means nothing
+            # to an ONNX op of the same name)
+            keep = tpl.keep_attrs if tpl.keep_attrs is not None else (new_type == old_type and self.ctx.same_family)
             if keep is True:
                 attrs_new = dict(op.attrs)
             elif keep:
@@ -487,26 +489,33 @@ class _Applier:
                 op.meta = {**op.meta, **plan.meta}
             if tpl.name is not None:
                 self.g.rename_op(op, self.new_name(key, tpl))
-            if new_type != old_type:
-                self.drop_const_ports(key, op, tpl)
+            self.drop_const_ports(key, op, tpl, new_type, new_type != old_type)
             op.type = str(new_type) if new_type is not None else None
             op.attrs = attrs_new
             op.namespace = self.ctx.dst_namespace
             op.provenance = (self.ctx.table, self.rule.name)
             self.rename_ports(op, plan, new_type != old_type)
 
-    def drop_const_ports(self, key: str, op: Op, tpl: OpTemplate) -> None:
-        """An op whose type changes loses the inputs its matcher read as constants (``consts``), unless the mapper
-        lists them: their values went into the rewrite (the constant ops, now unread, are swept)."""
+    def drop_const_ports(self, key: str, op: Op, tpl: OpTemplate, new_type: Any, type_changed: bool) -> None:
+        """An updated op loses the inputs its matcher read as constants (``consts``) when its type changes, or when
+        the target schema of its type has no such input, unless the mapper lists them: their values went into the
+        rewrite (the constant ops, now unread, are swept)."""
         pat = self.rule.src.ops.get(key)
         if pat is None or not pat.consts:
             return
+        target = self.dst_schema(str(new_type)) if new_type is not None else None
+        if not type_changed:
+            if target is None:
+                return
+            keep = {n for n in pat.consts if target.input(n) is not None}
+        else:
+            keep = set()
         listed = {n for n, _ in tpl.inputs} if tpl.inputs is not None else set()
         named = {e.dst.port for e in self.t.edges if e.dst.op == key} | {e.src.port for e in self.t.edges
                                                                            if e.src.op == key}
         schema = self.ctx.src_schema_of(op)
         for name in pat.consts:
-            if name in listed or name in named:
+            if name in listed or name in named or name in keep:
                 continue
             port = resolve_port(op, name, "in", schema)
             if not isinstance(port, InputPort):
