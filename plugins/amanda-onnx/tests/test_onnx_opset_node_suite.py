@@ -186,7 +186,8 @@ def amanda_downgrade(model: Any, target: int) -> tuple[Any, list[tuple[str, str]
     from amanda_onnx import opset
 
     graph = amanda_onnx.load_model(model)
-    result = convert(graph, f"amanda/onnx/{target}", opset.tables(), registry().namespaces, copy=False)
+    result = convert(graph, f"amanda/onnx/{target}", opset.tables(), registry().namespaces, copy=False,
+                     exclude_tags=["approximate"])  # exact downgrades only (--allow-approximate's are tested apart)
     used = {(r.table, r.rule) for report in result.reports for r in report.rules if r.matches}
     return amanda_onnx.to_model(result.graph), sorted(used)
 
