@@ -308,6 +308,7 @@ def _worker(tasks: Any, results: Any, count: int, which: tuple[str, ...]) -> Non
 
     torch.set_num_threads(1)
     infos = {op_label(i): i for i in float32_ops()}
+    warm_up(which)
     pid = os.getpid()
     while True:
         label = tasks.get()
@@ -320,6 +321,24 @@ def _worker(tasks: Any, results: Any, count: int, which: tuple[str, ...]) -> Non
             results.put(("result", pid, label, {"op": label, "sample": -1, "converter": "-", "outcome": "skip",
                                                 "detail": "harness: " + _one_line(e)}))
         results.put(("done", pid, label, None))
+
+
+def warm_up(which: tuple[str, ...]) -> None:
+    """Loads what every conversion needs once (Amanda's tables and schemas, torch.onnx's registry), so that the
+    per-op timeout measures the op."""
+    import torch
+
+    class Neg(torch.nn.Module):
+        def forward(self, x: Any) -> Any:
+            return -x
+
+    x = torch.ones(2)
+    with torch.no_grad():
+        program = torch.export.export(Neg(), (x,))
+    if "amanda" in which:
+        amanda_onnx_model(program)
+    if "torch.onnx" in which:
+        torch_onnx_model(Neg(), (x,))
 
 
 def run_all(labels: list[str], count: int, jobs: int, timeout: float, which: tuple[str, ...],
