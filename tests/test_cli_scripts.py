@@ -82,13 +82,15 @@ def test_17_readme_usage_lists_every_option_of_every_command():
         for action in p._actions:
             if action.help == argparse.SUPPRESS:
                 continue
-            longs = [o for o in action.option_strings if o.startswith("--") and o not in ("--help", "--debug")]
+            longs = [o for o in action.option_strings if o.startswith("--") and o not in ("--help", "--debug", "--quiet")]
             shorts = [o for o in action.option_strings if not o.startswith("--") and o != "-h"]
             if not (longs or shorts):
                 continue
             if not any(re.search(re.escape(o) + r"(?![\w-])", usage) for o in longs + shorts):
                 missing.setdefault(name, []).append((longs + shorts)[0])
     assert not missing, f"options missing from the README's usage: {missing}"
+    for option in ("--debug", "--quiet"):  # taken anywhere on the line, described once below the usage
+        assert f"`{option}`" in README, option
 
 
 def _yaml_blocks() -> list[str]:

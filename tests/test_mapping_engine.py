@@ -751,3 +751,21 @@ table:
     assert [(r.matches, dict(r.produced)) for r in fast_report.rules] == \
         [(r.matches, dict(r.produced)) for r in general_report.rules] == [(2, {"Relu": 1, "Scale": 1})]
     assert validate(fast, reg) == []
+
+
+def test_approximate_rules_apply_only_when_asked_for_by_name():
+    """Rules tagged `approximate` are opt-in: a conversion uses them only with include_tags naming the tag, and
+    naming it does not leave out other tagged rules."""
+    from amanda_core.mapping.engine import _select
+    from amanda_core.mapping.table import table_from_dict
+
+    t = table_from_dict({"table": {"name": "t", "src": "amanda/toy/1", "dst": "amanda/toy/2", "rules": {
+        "plain": {"src": {"ops": {"$r": {"type": "Relu"}}}, "dst": {"ops": {"$r": {}}}},
+        "fast": {"tags": ["fast"], "src": {"ops": {"$r": {"type": "Relu"}}}, "dst": {"ops": {"$r": {}}}},
+        "approx": {"tags": ["approximate"], "src": {"ops": {"$r": {"type": "Relu"}}}, "dst": {"ops": {"$r": {}}}},
+    }}})
+    rules = t.ordered_rules()
+    assert [r.name for r in _select(rules, (), ())] == ["plain", "fast"]
+    assert [r.name for r in _select(rules, ["approximate"], ())] == ["plain", "fast", "approx"]
+    assert [r.name for r in _select(rules, ["fast"], ())] == ["plain", "fast"]
+    assert [r.name for r in _select(rules, ["fast", "approximate"], ["fast"])] == ["plain", "approx"]

@@ -433,7 +433,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
     try:
         from ..plugin.passes import registered_passes
 
-        result = convert(graph, target, tables, reg.namespaces, include_tags=args.tag or (),
+        wanted = list(args.tag or ()) + (["approximate"] if getattr(args, "allow_approximate", False) else [])
+        result = convert(graph, target, tables, reg.namespaces, include_tags=wanted,
                          exclude_tags=_excluded_tags(args), allow_partial=True, copy=False,
                          passes=registered_passes())
     except ConversionError as e:

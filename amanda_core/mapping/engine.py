@@ -439,16 +439,26 @@ def _anchor_types(rule: Rule) -> set[str | None] | None:
     return set(t.value) if isinstance(t.value, list) else {t.value}
 
 
+OPT_IN_TAGS = frozenset({"approximate"})
+"""Tags whose rules apply only when asked for by name (``include_tags``): ``approximate`` rules compute the same
+thing up to floating-point rounding, not exactly, so a conversion uses them only when told to."""
+
+
 def _select(rules: list[Rule], include: Sequence[str], exclude: Sequence[str]) -> list[Rule]:
     """Untagged rules always apply; with ``include`` tags given, a tagged rule applies only if it has one of them;
-    a rule with an ``exclude`` tag never applies."""
+    a rule with an ``exclude`` tag never applies; a rule with an opt-in tag (:data:`OPT_IN_TAGS`) applies only if
+    ``include`` names that tag (naming one does not restrict the other rules)."""
     inc, exc = set(include), set(exclude)
+    general = inc - OPT_IN_TAGS
     out = []
     for r in rules:
         tags = set(r.tags)
         if tags & exc:
             continue
-        if inc and tags and not (tags & inc):
+        if tags & OPT_IN_TAGS - inc:
+            continue
+        plain = tags - OPT_IN_TAGS
+        if general and plain and not (plain & general):
             continue
         out.append(r)
     return out
