@@ -475,7 +475,8 @@ def test_opset_1_attributes():
                   [("a", F, None), ("b", F, None)], 1)
     up, _ = convert_model(split, 7)
     a, b = run(up, {"x": x})
-    np.testing.assert_array_equal(a, x[:, :, :1]) and np.testing.assert_array_equal(b, x[:, :, 1:])
+    np.testing.assert_array_equal(a, x[:, :, :1])
+    np.testing.assert_array_equal(b, x[:, :, 1:])
     gru = amanda_onnx.load_model(model([helper.make_node("GRU", ["x", "w", "r"], ["y", "h"], hidden_size=2)],
                                        [("x", F, [1, 1, 2]), ("w", F, [1, 6, 2]), ("r", F, [1, 6, 2])],
                                        [("h", F, None)], 2))
