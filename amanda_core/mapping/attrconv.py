@@ -887,10 +887,13 @@ def onnx_tf_window(x_shape: Any, kernel: Sequence[int] | None, auto_pad: Any = "
         return None
     if explicit is None or len(explicit) != 2 * n or any(int(p) < 0 for p in explicit):
         return None
-    out = []
+    out: list[int | None] = []
     for i, (d, k, s, dl) in enumerate(zip(spatial_shape, kernel, strides, dilations)):
         if d is None:
-            return None
+            if ceil_mode:
+                return None
+            out.append(None)
+            continue
         span = int(d) + int(explicit[i]) + int(explicit[n + i]) - ((int(k) - 1) * dl + 1)
         if span < 0:
             return None
@@ -917,6 +920,91 @@ def onnx_fill_value(value: Any) -> np.ndarray:
 def tf_scalar(value: Any, dtype: str) -> np.ndarray:
     """``value`` as a 0-d array of ``dtype`` (a scalar operand of a TF op)."""
     return np.asarray(value, dtype=dtype).reshape(())
+
+
+__all__ += ["port_fed", "tf_filter", "onnx_tf_conv_transpose"]
+
+
+def port_fed(op: Any, name: str) -> bool:
+    """Whether ``op`` has an input port ``name`` that something feeds (an optional ONNX input given)."""
+    ports = op.input_ports
+    try:
+        port = ports[name]
+    except (KeyError, IndexError, TypeError):
+        return False
+    return port is not None and port.source is not None
+
+
+def tf_filter(w: Any) -> np.ndarray:
+    """An ONNX filter ``[O, I, k1, ...]`` as TensorFlow's ``[k1, ..., I, O]`` (a constant folded at conversion)."""
+    arr = np.asarray(w)
+    return np.ascontiguousarray(np.transpose(arr, tf_filter_perm(arr.ndim)))
+
+
+def onnx_tf_conv_transpose(x_shape: Any, w_shape: Any, group: int = 1, auto_pad: Any = "NOTSET", pads: Any = None,
+                           strides: Any = None, dilations: Any = None, output_padding: Any = None,
+                           output_shape: Any = None) -> dict[str, Any] | None:
+    """An ONNX ConvTranspose (2-D, one group, no dilation, explicit pads) on static shapes as a TensorFlow
+    ``Conv2DBackpropInput`` with VALID padding (the full output, channels last: ``input_sizes``, ``strides``),
+    then ``output_padding`` zeros added at the ends (``paddings``) and the ONNX pads cropped
+    (``begin``/``end`` for a StridedSlice over ``[N, d1, ..., C]``); None otherwise."""
+    if x_shape is None or w_shape is None or any(d is None for d in list(x_shape) + list(w_shape)):
+        return None
+    if len(x_shape) != 4 or len(w_shape) != 4 or int(group) != 1 or output_shape:
+        return None
+    mode = auto_pad.decode() if isinstance(auto_pad, bytes) else str(auto_pad or "NOTSET")
+    if mode not in ("NOTSET", "VALID"):
+        return None
+    n = 2
+    strides = [int(s) for s in strides] if strides else [1] * n
+    if dilations and any(int(d) != 1 for d in dilations):
+        return None
+    pads = [int(p) for p in pads] if pads and mode == "NOTSET" else [0] * (2 * n)
+    extra = [int(p) for p in output_padding] if output_padding else [0] * n
+    if len(pads) != 2 * n or len(extra) != n or any(p < 0 for p in pads + extra):
+        return None
+    kernel = [int(k) for k in w_shape[2:]]
+    full = [(int(d) - 1) * s + k for d, s, k in zip(x_shape[2:], strides, kernel)]
+    padded = [f + e for f, e in zip(full, extra)]
+    out = [p - pads[i] - pads[n + i] for i, p in enumerate(padded)]
+    if any(o <= 0 for o in out):
+        return None
+    batch, c_out = int(x_shape[0]), int(w_shape[1])
+    return {"input_sizes": np.asarray([batch, *full, c_out], np.int32), "strides": [1, *strides, 1],
+            "paddings": np.asarray([[0, 0], *[[0, e] for e in extra], [0, 0]], np.int64),
+            "begin": np.asarray([0, *pads[:n], 0], np.int64),
+            "end": np.asarray([batch, *[pads[i] + out[i] for i in range(n)], c_out], np.int64)}
+
+
+__all__ += ["tf_lowest", "avgpool_divisor"]
+
+
+def tf_lowest(dtype: str) -> np.ndarray:
+    """The lowest value of an element type as a 0-d array (-inf for floats): a padding no maximum picks."""
+    nd = np.dtype(dtype)
+    low = -np.inf if nd.kind == "f" else np.iinfo(nd).min
+    return np.asarray(low, dtype=nd).reshape(())
+
+
+def avgpool_divisor(x_shape: Any, window: dict[str, Any] | None, dtype: str = "float32") -> np.ndarray | None:
+    """For an average pool that does not count padding (``count_include_pad = 0``): per output position, the
+    share of the window that lies inside the input (``count / window size``), an array ``[1, o1, ..., 1]`` to
+    divide the padded-with-zeros average by.  ``window`` is :func:`onnx_tf_window`'s; None when a size is
+    unknown."""
+    if window is None or x_shape is None:
+        return None
+    spatial = list(x_shape)[2:]
+    n = len(spatial)
+    if any(d is None for d in spatial) or any(o is None for o in window["out"]):
+        return None
+    kernel, strides, pads = window["ksize"][1:-1], window["strides"][1:-1], window["pads"]
+    share = np.ones([1], np.float64)
+    for i in range(n):
+        d, k, s, b = int(spatial[i]), int(kernel[i]), int(strides[i]), int(pads[i])
+        starts = np.arange(int(window["out"][i])) * s - b
+        counts = np.minimum(starts + k, d) - np.maximum(starts, 0)
+        share = np.multiply.outer(share, counts / k)
+    return share.reshape([1, *[int(o) for o in window["out"]], 1]).astype(dtype)
 
 
 # --------------------------------------------------------------------------- end of ONNX -> TensorFlow conversions
