@@ -13,6 +13,10 @@ each command runs in its own process:
 * ``amanda export``: ``amanda convert m.onnx -o out.onnx`` (re-export);
 * ``amanda 13->21``: ``amanda convert m.onnx --to amanda/onnx/21 -o out.onnx``.
 
+By default the Amanda commands are the calls ``amanda convert`` makes (load, shape inference, conversion with the
+ONNX opset tables, save) in a short script; ``--cli`` runs the command itself, which first loads the mapping
+tables of every installed plugin (a fixed cost independent of the model, reported by the first line of output).
+
 Peak resident memory is the kernel's (``wait4``); peak anonymous memory is ``RssAnon`` of
 ``/proc/<pid>/status`` sampled every 10 ms (mapped file pages are the page cache's, not the process's).
 Targets: Amanda's peak anonymous memory under 300 MB + 5% of the model's bytes, time at most 3x ``cp``.
@@ -164,6 +168,30 @@ print(all(np.array_equal(outs[0], o) for o in outs[1:]))
 
 COMMANDS = (("amanda export", []), ("amanda 13->21", ["--to", "amanda/onnx/21"]))
 
+# What `amanda convert` does for an ONNX model, with the ONNX plugin's own tables only (the command line loads
+# every installed plugin's tables first, a fixed cost that --cli includes)
+_DRIVER = """
+import sys
+import amanda_onnx
+from amanda_core.mapping import convert
+from amanda_core.plugin.manager import registry
+from amanda_onnx import opset
+src, out = sys.argv[1], sys.argv[2]
+target = sys.argv[3] if len(sys.argv) > 3 else None
+g = amanda_onnx.load_model(src)
+if target:
+    amanda_onnx.infer_types(g)
+    g = convert(g, target, opset.tables(), registry().namespaces, copy=False).graph
+amanda_onnx.save_model(g, out)
+"""
+USE_CLI = [False]
+
+
+def amanda_cmd(src: str, extra: list[str], out: str) -> list[str]:
+    if USE_CLI[0]:
+        return [PY, "-m", "amanda_core", "convert", src, *extra, "-o", out]
+    return [PY, "-c", _DRIVER, src, out, *extra[1:]]
+
 
 def startup(workdir: str) -> dict[str, float]:
     """Time of each Amanda command on a 64x64 one-layer model: the fixed cost (start-up, loading the mapping
@@ -173,8 +201,8 @@ def startup(workdir: str) -> dict[str, float]:
     src = os.path.join(d, "m.onnx")
     make_model(src, 1, False, n=64)
     env = dict(os.environ, AMANDA_NO_PROGRESS="1")
-    out = {label: measure([PY, "-m", "amanda_core", "convert", src, *extra, "-o", os.path.join(d, "o.onnx")],
-                          env=env)["time"] for label, extra in COMMANDS}
+    out = {label: measure(amanda_cmd(src, extra, os.path.join(d, "o.onnx")), env=env)["time"]
+           for label, extra in COMMANDS}
     shutil.rmtree(d, ignore_errors=True)
     return out
 
@@ -210,7 +238,7 @@ def bench_one(workdir: str, gb: float, external: bool, ort_check_gb: float,
     outs = []
     for label, extra in COMMANDS:
         out = os.path.join(d, label.split()[-1].replace("->", "_") + ".onnx")
-        r = measure([PY, "-m", "amanda_core", "convert", src, *extra, "-o", out], env=env)
+        r = measure(amanda_cmd(src, extra, out), env=env)
         n = check_tensors(src, out)
         rows.append({"model": f"{gb} GB {kind}", "command": label, **r, "tensors_checked": n,
                      "out_files": [os.path.basename(p) for p in files_of(out)]})
@@ -242,7 +270,11 @@ def main() -> None:
     ap.add_argument("--only", choices=["inline", "external"], help="one kind of model")
     ap.add_argument("--ort-check-gb", type=float, default=0.4, help="onnxruntime comparison up to this size")
     ap.add_argument("--json", help="also write the rows to this file")
+    ap.add_argument("--cli", action="store_true",
+                    help="run `amanda convert` itself (loads every installed plugin's tables) rather than the same "
+                         "calls with the ONNX tables only")
     args = ap.parse_args()
+    USE_CLI[0] = args.cli
     os.makedirs(args.dir, exist_ok=True)
     plan = []
     for gb in (float(s) for s in args.sizes.split(",") if s):
