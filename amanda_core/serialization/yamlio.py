@@ -7,6 +7,8 @@ parses the text once more to find the line of the offending key.
 
 from __future__ import annotations
 
+import functools
+
 __all__ = ["safe_load", "dump_yaml", "read_yaml_text", "locate", "Loader", "Dumper"]
 
 import os
@@ -62,12 +64,20 @@ def dump_yaml(data: Any, dumper: type | None = None) -> str:
                      allow_unicode=True, width=120)
 
 
+@functools.lru_cache(maxsize=4)
+def _compose(text: str) -> Any:
+    """The node tree of a document, composed once per text (a table asks for hundreds of locations in it)."""
+    try:
+        return yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        return None
+
+
 def locate(text: str, path: Sequence[str | int], filename: str | None = None) -> Location:
     """The location of the node at ``path`` (mapping keys and list indexes),
     or of the deepest node on the way that exists."""
-    try:
-        node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError:
+    node = _compose(text)
+    if node is None:
         return Location(filename)
     best = node
     for key in path:
