@@ -24,6 +24,7 @@ import sys
 import time
 import warnings
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -58,6 +59,23 @@ def same(expected: list[Any], got: list[Any], rtol: float, atol: float) -> str |
         except AssertionError as e:
             return " ".join(str(e).split())[:200]
     return None
+
+
+def onnx_to_torch_files() -> list[Any]:
+    """The parts of the ``onnx-to-torch`` table (``amanda_torch/tables/onnx_to_torch_*.yaml``), in path order."""
+    import amanda_torch
+
+    return sorted((Path(amanda_torch.__file__).resolve().parent / "tables").glob("onnx_to_torch_*.yaml"))
+
+
+def amanda_tables() -> list[Any]:
+    """The ``onnx-to-torch`` table (its parts merged as the plugin registry merges them) and the ONNX opset tables."""
+    from amanda_core.mapping import load_table, merge_parts
+    from amanda_onnx import opset
+
+    merged = merge_parts([load_table(p, trusted=True) for p in onnx_to_torch_files()])
+    assert [t.name for t in merged] == ["onnx-to-torch"], [t.name for t in merged]
+    return [merged[0], *opset.tables()]
 
 
 def amanda_case(case: Any, tables: list[Any], registry: Any) -> tuple[str, str, float]:
@@ -188,10 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     from onnx.backend.test.loader import load_model_tests
 
     from amanda_core.plugin.manager import registry
-    from amanda_onnx import opset
-    from amanda_torch.onnx_tables import onnx_to_torch_table
 
-    tables = [onnx_to_torch_table(), *opset.tables()]
+    tables = amanda_tables()
     reg = registry().namespaces
     cases = load_model_tests(kind="node")
     if args.filter:
