@@ -28,11 +28,6 @@ layers =
     amanda_core.serialization
     amanda_core.ir
     amanda_core.errors
-ignore_imports =
-    # `amanda match` still lives in regex/cli.py until it moves to cli/ with the other commands
-    amanda_core.regex.cli -> amanda_core.plugin.manager
-    amanda_core.regex.cli -> amanda_core.mapping.match
-    amanda_core.regex.cli -> amanda_core.io
 
 [importlinter:contract:frameworks]
 name = amanda_core imports no framework

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from amanda_core import FormatError, Graph, NamespaceRegistry, NamespaceSchema, OpSchema, hookimpl
+from amanda_core.cli import match as regex_cli
 from amanda_core.ir import bulk_build
 from amanda_core.mapping.engine import apply_table
 from amanda_core.mapping.match import MatchContext
@@ -28,7 +29,6 @@ from amanda_core.regex import (
     register_function,
     unregister_function,
 )
-from amanda_core.regex import cli as regex_cli
 from amanda_core.serialization import save_graph
 
 NS = "amanda/example/1"

@@ -836,7 +836,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="check each table against the schemas of its namespaces and print the result instead")
     p.set_defaults(func=cmd_tables)
 
-    from ..regex.cli import add_match_command
+    from .match import add_match_command
 
     add_match_command(sub)
     for name, sp in sub.choices.items():

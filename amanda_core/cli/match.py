@@ -12,7 +12,7 @@ schema of the graph's namespace when a plugin provides it (``--no-schema`` skips
 something matched, 1 when nothing did, 2 on an error (a bad query, an unreadable file).
 
 :func:`add_match_command` registers the command on the ``amanda`` parser; :func:`main` runs it alone
-(``python -m amanda_core.regex.cli``).
+(``python -m amanda_core.cli.match``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import sys
 from typing import Any, Callable, Sequence
 
 from ..errors import AmandaError, NamespaceError, SchemaError
-from ..mapping.match import Match
+from ..matching.types import Match
 from ..namespace.schema import NamespaceSchema
 
 EXIT_OK = 0
@@ -105,7 +105,7 @@ def _describe(m: Match) -> str:
 def cmd_match(args: argparse.Namespace) -> int:
     """Run ``amanda match`` with parsed arguments; errors are raised as AmandaError (exit 2 in ``main``)."""
     from ..io import load_model
-    from . import compile_query, match
+    from ..regex import compile_query, match
 
     functions = dict(_load_function(spec) for spec in (args.function or ()))
     query = compile_query(args.query, functions)  # syntax errors before the (possibly slow) model load
@@ -149,7 +149,7 @@ def add_match_command(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m amanda_core.regex.cli FILE QUERY ...``: the command on its own."""
+    """``python -m amanda_core.cli.match FILE QUERY ...``: the command on its own."""
     parser = argparse.ArgumentParser(prog="amanda")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_match_command(sub)
