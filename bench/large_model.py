@@ -17,8 +17,8 @@ By default the Amanda commands are the calls ``amanda convert`` makes (load, sha
 ONNX opset tables, save) in a short script; ``--cli`` runs the command itself, which first loads the mapping
 tables of every installed plugin (a fixed cost independent of the model, reported by the first line of output).
 
-Peak resident memory is the kernel's (``wait4``); peak anonymous memory is ``RssAnon`` of
-``/proc/<pid>/status`` sampled every 10 ms (mapped file pages are the page cache's, not the process's).
+Peak resident memory is ``VmHWM`` and peak anonymous memory ``RssAnon`` of ``/proc/<pid>/status``, sampled
+every 10 ms (mapped file pages are the page cache's, not the process's).
 Targets: Amanda's peak anonymous memory under 300 MB + 5% of the model's bytes, time at most 3x ``cp``.
 Outputs are checked: every tensor has the same bytes as in the source, and (``--ort-check-gb``, default 0.4)
 onnxruntime gives identical outputs for the source and both of Amanda's outputs.  The files live in ``--dir``
@@ -94,6 +94,7 @@ def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, Any]
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     peak_anon = [0]
+    peak_rss = [0]
     done = threading.Event()
 
     def sample() -> None:
@@ -104,14 +105,15 @@ def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, Any]
                     for line in f:
                         if line.startswith("RssAnon:"):
                             peak_anon[0] = max(peak_anon[0], int(line.split()[1]))
-                            break
-            except OSError:
+                        elif line.startswith(("VmHWM:", "VmRSS:")):
+                            peak_rss[0] = max(peak_rss[0], int(line.split()[1]))
+            except (OSError, ValueError, IndexError):
                 pass
             time.sleep(0.01)
 
     t = threading.Thread(target=sample, daemon=True)
     t.start()
-    _, status, usage = os.wait4(proc.pid, 0)
+    _, status, _ = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - start
     done.set()
     t.join()
@@ -121,7 +123,7 @@ def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, Any]
     proc.returncode = code
     if code != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({code}):\n{out}\n{err}")
-    return {"time": elapsed, "rss_mb": usage.ru_maxrss / 1024, "anon_mb": peak_anon[0] / 1024, "stderr": err}
+    return {"time": elapsed, "rss_mb": peak_rss[0] / 1024, "anon_mb": peak_anon[0] / 1024, "stderr": err}
 
 
 _ONNX_ROUNDTRIP = """
@@ -214,7 +216,8 @@ def bench_one(workdir: str, gb: float, external: bool, ort_check_gb: float,
     d = os.path.join(workdir, f"{gb}gb_{kind}")
     os.makedirs(d, exist_ok=True)
     src = os.path.join(d, "m.onnx")
-    nbytes = make_model(src, layers, external)
+    subprocess.run([PY, os.path.abspath(__file__), "--make", src, str(layers), "1" if external else "0"], check=True)
+    nbytes = layers * LAYER_BYTES
     size = sum(os.path.getsize(p) for p in files_of(src))
     rows = []
     env = dict(os.environ, AMANDA_NO_PROGRESS="1")
@@ -317,4 +320,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     sys.path.insert(0, ROOT)
-    main()
+    if sys.argv[1:2] == ["--make"]:
+        make_model(sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1")
+    else:
+        main()
