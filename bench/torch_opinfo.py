@@ -240,13 +240,19 @@ def samples_of(info: Any, count: int) -> list[Any]:
 
     torch.manual_seed(0)
     out = []
+    gen = None
     try:
-        for s in info.sample_inputs("cpu", torch.float32, requires_grad=False):
+        gen = iter(info.sample_inputs("cpu", torch.float32, requires_grad=False))
+        for s in gen:
             out.append(s)
             if len(out) >= count:
                 break
     except Exception:  # noqa: BLE001 - an OpInfo whose sample generator fails here has no samples
         pass
+    finally:
+        close = getattr(gen, "close", None)
+        if close is not None:
+            close()  # now, not while torch.export traces (its grad-mode context would be traced)
     return out
 
 
