@@ -16,7 +16,8 @@ unconverted op type, its count and example op names, unless ``allow_partial`` ke
 
 from __future__ import annotations
 
-__all__ = ["Step", "Conversion", "ConversionError", "plan", "convert", "interpret", "unconverted_ops"]
+__all__ = ["Step", "Conversion", "ConversionError", "plan", "convert", "interpret", "unconverted_ops", "order_tables",
+           "exclude_tables"]
 
 from collections import deque
 from typing import TYPE_CHECKING, Any, Sequence
@@ -47,6 +48,10 @@ class Step:
     table: MappingTable
     src: str
     dst: str
+    over: tuple[MappingTable, ...] = ()
+    """Other tables that lead from ``src`` to ``dst`` too, which this one was chosen over."""
+    reason: str = ""
+    """Why this table was chosen over them (empty when it was the only one)."""
 
     def __str__(self) -> str:
         return f"{self.src} -> {self.dst} ({self.table.name})"
@@ -61,12 +66,18 @@ class Conversion:
     unconverted: list[tuple[str, str | None, int, list[str]]] = attrs.field(factory=list)
     passes: list[tuple[int, str, str]] = attrs.field(factory=list)
     """Graph passes that ran: (index of the step they followed, pass name, its summary)."""
+    source: str | None = None
+    """The namespace the graph was in before the conversion."""
 
     def explain(self) -> str:
         """Per table and rule: how many matches each rewrote and which ops it produced."""
         lines = []
         for i, report in enumerate(self.reports):
             lines.append(f"table {report.table}: {report.src} -> {report.dst}")
+            step = self.steps[i] if i < len(self.steps) else None
+            if step is not None and step.over:
+                others = ", ".join(f"{t.name} ({_origin(t)})" for t in step.over)
+                lines.append(f"  chosen ({_origin(step.table)}) over {others}: {step.reason}")
             idle = sum(1 for r in report.rules if not r.matches and not r.skipped)
             for r in report.rules:
                 if not r.matches and not r.skipped:
@@ -108,17 +119,22 @@ def plan(source: str, target: str, tables: Sequence[MappingTable], registry: Nam
     registry = registry or NamespaceRegistry()
     if _same(source, target):
         return []
+    ordered = order_tables(tables)
     prev: dict[str, tuple[str, Step] | None] = {source: None}
     queue = deque([source])
     while queue:
         here = queue.popleft()
-        for table in tables:
+        candidates: dict[str, list[MappingTable]] = {}
+        for table in ordered:
             if not parse_spec(table.src).matches(here):
                 continue
             nxt = _leads_to(table, target, registry)
             if nxt is None or nxt in prev:
                 continue
-            prev[nxt] = (here, Step(table, here, nxt))
+            candidates.setdefault(nxt, []).append(table)
+        for nxt, found in candidates.items():
+            prev[nxt] = (here, Step(found[0], here, nxt, tuple(found[1:]),
+                                    _why(found[0], found[1:]) if len(found) > 1 else ""))
             if _same(nxt, target):
                 steps = []
                 at: str | None = nxt
@@ -132,6 +148,77 @@ def plan(source: str, target: str, tables: Sequence[MappingTable], registry: Nam
     hint = f"; from {source} the tables reach: {', '.join(reachable[:10])}" if reachable else \
         f"; no table reads {source}"
     raise ConversionError(f"no chain of mapping tables leads from {source} to {target}{hint}")
+
+
+def _specificity(spec_text: str) -> int:
+    """0 for an exact namespace, 1 for a version range, 2 for a whole family."""
+    try:
+        spec = parse_spec(spec_text)
+    except NamespaceError:
+        return 2
+    return 0 if spec.exact is not None else 1 if spec.specifier is not None else 2
+
+
+def order_tables(tables: Sequence[MappingTable]) -> list[MappingTable]:
+    """``tables`` in the order the planner prefers them when several lead from one namespace to the same next one:
+
+    1. tables given by the user (``--table``; no plugin) before installed ones;
+    2. the table whose ``src`` is more specific (an exact namespace, then a version range, then a whole family),
+       then whose ``dst`` is;
+    3. the order they were given in (installed tables in plugin order: entry points load in name order, so the
+       order does not depend on the order of installation).
+
+    The same installed tables always give the same choice; ``--exclude-table NAME`` or ``--table FILE`` change it.
+    """
+    indexed = list(enumerate(tables))
+    indexed.sort(key=lambda it: (0 if it[1].plugin is None else 1, _specificity(it[1].src),
+                                 _specificity(it[1].dst), it[0]))
+    return [t for _, t in indexed]
+
+
+def _origin(table: MappingTable) -> str:
+    return f"plugin {table.plugin}" if table.plugin else "given with --table"
+
+
+def _why(chosen: MappingTable, others: Sequence[MappingTable]) -> str:
+    """Why ``chosen`` comes before each of ``others`` in :func:`order_tables`."""
+    words = ("an exact namespace", "a version range", "a whole family")
+    reasons = []
+    for other in others:
+        if chosen.plugin is None and other.plugin is not None:
+            reasons.append(f"a table given with --table comes before installed ones ({other.name})")
+        elif _specificity(chosen.src) != _specificity(other.src):
+            reasons.append(f"its src {chosen.src} is {words[_specificity(chosen.src)]}, more specific than "
+                           f"{other.name}'s {other.src}")
+        elif _specificity(chosen.dst) != _specificity(other.dst):
+            reasons.append(f"its dst {chosen.dst} is {words[_specificity(chosen.dst)]}, more specific than "
+                           f"{other.name}'s {other.dst}")
+        else:
+            reasons.append(f"equally specific as {other.name}, and registered first (plugins load in entry-point "
+                           "name order, tables in the order a plugin gives them)")
+    return "; ".join(reasons) + " (--exclude-table NAME leaves a table out)"
+
+
+def exclude_tables(tables: Sequence[MappingTable], names: Sequence[str] | None) -> list[MappingTable]:
+    """``tables`` without those named (``--exclude-table NAME``: a table's name, or ``PLUGIN:NAME``); a name that
+    matches no table is an error listing the names there are."""
+    if not names:
+        return list(tables)
+    wanted = set(names)
+    hit: set[str] = set()
+    out = []
+    for t in tables:
+        keys = {t.name, f"{t.plugin}:{t.name}"}
+        if keys & wanted:
+            hit |= keys & wanted
+            continue
+        out.append(t)
+    missing = sorted(wanted - hit)
+    if missing:
+        known = ", ".join(sorted({t.name for t in tables})[:20])
+        raise ConversionError(f"--exclude-table {', '.join(missing)}: no such table (tables: {known}"
+                              f"{', ...' if len({t.name for t in tables}) > 20 else ''})")
+    return out
 
 
 def _same(a: str, b: str) -> bool:
@@ -174,8 +261,12 @@ def _same_family(a: str, b: str) -> bool:
 
 def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry: NamespaceRegistry | None = None,
             *, include_tags: Sequence[str] = (), exclude_tags: Sequence[str] = (), allow_partial: bool = False,
-            copy: bool = True, passes: Sequence[GraphPass] = ()) -> Conversion:
+            copy: bool = True, passes: Sequence[GraphPass] = (), foreign: bool = True) -> Conversion:
     """Convert ``graph`` to namespace ``target`` through the shortest chain of ``tables``.
+
+    With ``foreign``, ops in a namespace nobody registers (a custom ONNX domain such as
+    ``amanda/onnx/com.microsoft/1``) are first converted into the graph's namespace by the shortest chain of tables
+    that reads theirs, or, when no chain leads there, into the target after the main chain.
 
     The input graph is left as it was unless ``copy`` is false.  Raises :class:`ConversionError` listing every
     unconverted op type unless ``allow_partial``.
@@ -196,6 +287,9 @@ def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry:
     except NamespaceError:
         pass
     steps = plan(source, target_ns, tables, registry)
+    if foreign:
+        before, after = _foreign_steps(graph, source, target_ns, tables, registry)
+        steps = before + steps + after
     work = graph.copy() if copy else graph
     if work.namespace != source:
         work.namespace = source
@@ -218,7 +312,7 @@ def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry:
     if problems:
         raise ConversionError(f"the converted graph is broken: {'; '.join(problems[:5])}")
     left = unconverted_ops(work, target_ns, registry) if steps else []  # no step: nothing was asked to change
-    result = Conversion(work, target_ns, steps, reports, left, ran)
+    result = Conversion(work, target_ns, steps, reports, left, ran, source)
     if left and not allow_partial:
         total = sum(n for _, _, n, _ in left)
         lines = [f"{n} x {t} ({ns or 'no namespace'}), e.g. {', '.join(names)}" for t, ns, n, names in left]
@@ -227,6 +321,38 @@ def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry:
                               f"{chain}); no rule maps them:\n  " + "\n  ".join(lines)
                               + "\n(--allow-partial keeps them as they are)", left)
     return result
+
+
+def _foreign_steps(graph: Graph, source: str, target: str, tables: Sequence[MappingTable],
+                   registry: NamespaceRegistry) -> tuple[list[Step], list[Step]]:
+    """Chains of tables for the ops of ``graph`` in namespaces nobody registered: into ``source`` (applied first),
+    else into ``target`` (applied last).  Namespaces no table reads are left alone (they are reported as
+    unconverted as before)."""
+    found: set[str] = set()
+    for g, inherited in graphs_in(graph, None):
+        for op in g:
+            ns = op_namespace(op, inherited)
+            if ns is not None and ns != source and ns not in found and ns not in registry:
+                found.add(ns)
+    before: list[Step] = []
+    after: list[Step] = []
+    for ns in sorted(found):
+        if not any(_reads(t, ns) for t in tables):
+            continue
+        for goal, out in ((source, before), (target, after)):
+            try:
+                out.extend(plan(ns, goal, tables, registry))
+                break
+            except (ConversionError, NamespaceError):
+                continue
+    return before, after
+
+
+def _reads(table: MappingTable, namespace: str) -> bool:
+    try:
+        return parse_spec(table.src).matches(namespace)
+    except NamespaceError:
+        return False
 
 
 def interpret(op: Op, target: str, tables: Sequence[MappingTable], registry: NamespaceRegistry | None = None,

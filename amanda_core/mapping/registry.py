@@ -6,12 +6,12 @@ derived reverse.  Loading happens once per registry, on first use.
 
 from __future__ import annotations
 
-__all__ = ["registered_tables"]
+__all__ = ["registered_tables", "unusable_reason"]
 
 import os
 from typing import Any
 
-from ..errors import PluginError
+from ..errors import NamespaceError, PluginError
 from .reverse import reverse_table
 from .table import MappingTable, TableError, load_table, merge_parts
 
@@ -59,3 +59,32 @@ def registered_tables(registry: Any = None) -> list[MappingTable]:
     _CACHE.clear()
     _CACHE[id(registry)] = (registry, out)
     return list(out)
+
+
+def unusable_reason(table: MappingTable, namespaces: Any) -> str | None:
+    """Why ``table`` can take part in no conversion here, or None when it can.
+
+    A table serves the namespaces its ``src`` and ``dst`` admit (``amanda/tensorflow/>=2.15,<3``).  A range or a
+    family admits nothing when no installed plugin registers that family or none of its registered versions is in
+    the range; an exact namespace of a registered family must be one of its versions.  An exact namespace of a
+    family nobody registers is not checked (a custom ONNX domain such as ``amanda/onnx/com.microsoft/1`` is read
+    from the ops of a model)."""
+    from ..namespace.names import parse_spec, version_key
+
+    families = set(namespaces.families())
+    for side in ("src", "dst"):
+        text = getattr(table, side)
+        try:
+            spec = parse_spec(text)
+        except NamespaceError as e:
+            return f"its {side} {text!r} is not a namespace: {e}"
+        if spec.family not in families:
+            if spec.exact is None:
+                return f"its {side} {text} names {spec.family}, which no installed plugin registers"
+            continue
+        versions = list(namespaces.versions(spec.family))
+        if not any(spec.matches_version(v) for v in versions):
+            shown = sorted(versions, key=version_key)
+            listed = ", ".join(shown) if len(shown) <= 4 else f"{shown[0]} ... {shown[-1]}"
+            return f"its {side} {text} admits no installed version of {spec.family} (installed: {listed or 'none'})"
+    return None
