@@ -30,9 +30,12 @@ The design's rules, and how the gaps it leaves are closed (``docs/mapping-tables
 
 from __future__ import annotations
 
-__all__ = ["RewriteContext", "Rewrite", "MappingError", "apply_template", "default_ports"]
+__all__ = ["RewriteContext", "Rewrite", "MappingError", "apply_template", "default_ports", "ORIGIN_KEY", "HISTORY_KEY",
+           "recording_origins", "origin_of"]
 
-from typing import Any, Callable, Sequence
+import contextlib
+import contextvars
+from typing import Any, Callable, Iterator, Sequence
 
 import attrs
 
@@ -808,14 +811,74 @@ def _keep(graph: Graph, match: Match, rule: Rule, ctx: RewriteContext) -> Rewrit
 def apply_template(graph: Graph, match: Match, rule: Rule, ctx: RewriteContext) -> Rewrite | None:
     """Rewrite ``match`` with ``rule``'s mapper; None when containment makes the match invalid (nothing is
     changed then)."""
+    origins = _origins(match) if _RECORD_ORIGINS.get() else None
+    history = _history(match, ctx.table, rule.name) if origins is not None else []
     if rule.dst.transform is not None:
         from .transform import apply_transform
 
         with graph.atomic():  # a transform that fails part way leaves the graph as it was
-            return apply_transform(graph, match, rule, ctx)
-    if keeps_only(rule):
-        return _keep(graph, match, rule, ctx)
-    return _Applier(graph, match, rule, ctx).run()
+            rw = apply_transform(graph, match, rule, ctx)
+    elif keeps_only(rule):
+        rw = _keep(graph, match, rule, ctx)
+    else:
+        rw = _Applier(graph, match, rule, ctx).run()
+    if origins is not None and rw is not None:
+        _mark_origins(rw, origins, history)
+    return rw
+
+
+# --------------------------------------------------------------------------- origins (opt-in)
+# What each produced op stands for, for the per-op check (``amanda check --per-op``), ``amanda repro`` and
+# ``amanda coverage``: with :func:`recording_origins` on, every op a rewrite creates or updates gets
+# ``meta[ORIGIN_KEY]``, the names of the source-graph ops the rewrite replaced (through a chain of tables, the
+# names in the first graph: a matched op's own origins when it has them).  Off by default, so conversions write
+# nothing new.
+
+ORIGIN_KEY = "amanda.origin"
+HISTORY_KEY = "amanda.rules"
+"""``[[table, rule], ...]``: every rule that rewrote the op or the ops it came from, first table first."""
+_RECORD_ORIGINS: contextvars.ContextVar[bool] = contextvars.ContextVar("amanda_record_origins", default=False)
+
+
+@contextlib.contextmanager
+def recording_origins(on: bool = True) -> Iterator[None]:
+    """Within this block, rewrites record in each op they create or update the source ops it stands for."""
+    token = _RECORD_ORIGINS.set(on)
+    try:
+        yield
+    finally:
+        _RECORD_ORIGINS.reset(token)
+
+
+def origin_of(op: Op) -> tuple[str, ...]:
+    """The names of the source ops ``op`` stands for: its recorded origins, else its own name."""
+    names = op.meta.get(ORIGIN_KEY) if isinstance(op.meta, dict) else None
+    return tuple(names) if names else (op.name,)
+
+
+def _origins(match: Match) -> list[str]:
+    out: list[str] = []
+    for op in match.ops.values():
+        for name in origin_of(op):
+            if name not in out:
+                out.append(name)
+    return out
+
+
+def _history(match: Match, table: str, rule: str) -> list[list[str]]:
+    out: list[list[str]] = []
+    for op in match.ops.values():
+        for step in op.meta.get(HISTORY_KEY) or () if isinstance(op.meta, dict) else ():
+            if list(step) not in out:
+                out.append(list(step))
+    out.append([table, rule])
+    return out
+
+
+def _mark_origins(rw: Rewrite, origins: list[str], history: list[list[str]]) -> None:
+    for op in [*rw.created, *rw.updated]:
+        if op.graph is not None:
+            op.meta = {**op.meta, ORIGIN_KEY: list(origins), HISTORY_KEY: [list(h) for h in history]}
 
 
 def _names_fit(ports: Sequence[Port], schema: OpSchema, kind: str) -> bool:

@@ -176,6 +176,12 @@ class Runner:
     example_inputs: Callable[..., Any]
     framework: str | None = None
     description: str = ""
+    run_each: Callable[..., Any] | None = None
+    """Optional: ``run_each(graph, inputs, callback, wanted=None)`` runs the graph and calls
+    ``callback(op_name, {output_port_name: array})`` for each top-level op, in topological order, as its values
+    are computed (``wanted``: the names of the ops to report, None for all); the runner keeps no value after the
+    callback returns, so memory stays bounded (the per-op check, ``amanda check --per-op``).  The callback may
+    return True to stop the run early."""
 
     def handles_namespace(self, namespace: str) -> bool:
         return parse_spec(self.namespace).matches(namespace)

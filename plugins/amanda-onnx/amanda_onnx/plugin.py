@@ -70,6 +70,12 @@ def _run(graph: Any, inputs: Any) -> Any:
     return run(graph, inputs)
 
 
+def _run_each(graph: Any, inputs: Any, callback: Any, wanted: Any = None) -> Any:
+    from .runtime import run_each
+
+    return run_each(graph, inputs, callback, wanted)
+
+
 def _example_inputs(graph: Any, seed: int = 0, dims: Any = None) -> Any:
     from .runtime import example_inputs
 
@@ -80,6 +86,7 @@ def _example_inputs(graph: Any, seed: int = 0, dims: Any = None) -> Any:
 def amanda_runners() -> list[Runner]:
     """``onnxruntime``: runs any ``amanda/onnx`` graph on the CPU (for ``amanda check``)."""
     return [Runner(name="onnxruntime", namespace=FAMILY, run=_run, example_inputs=_example_inputs,
+                   run_each=_run_each,
                    framework="onnxruntime", description="ONNX graphs on onnxruntime's CPU provider")]
 
 

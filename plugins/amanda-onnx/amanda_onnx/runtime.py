@@ -6,10 +6,10 @@ graph is run.
 
 from __future__ import annotations
 
-__all__ = ["run", "example_inputs", "initializer_inputs"]
+__all__ = ["run", "run_each", "example_inputs", "initializer_inputs"]
 
 import os
-from typing import Any, Mapping
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -17,10 +17,10 @@ from amanda_core import Graph
 from amanda_core.errors import AmandaError
 
 from .dtypes import parse_dtype
-from .structural import INITIALIZER
+from .structural import INITIALIZER, STRUCTURAL_TYPES
 
 
-def _session(graph: Graph) -> Any:
+def _session(graph: Graph, extra_outputs: Sequence[str] = ()) -> Any:
     try:
         import onnxruntime as ort
     except ImportError:
@@ -34,12 +34,19 @@ def _session(graph: Graph) -> Any:
     try:
         # every tensor embedded: the session does not depend on the current folder to find external data files
         model = to_model(graph, external_data=False)
+        _expose(model, extra_outputs)
     except GraphError:  # over protobuf's 2 GB: written with its external data to a folder of its own
         import tempfile
 
         with tempfile.TemporaryDirectory(prefix="amanda-ort-") as tmp:
             path = os.path.join(tmp, "model.onnx")
             save_model(graph, path, external_data=True)
+            if extra_outputs:
+                import onnx
+
+                big = onnx.load(path, load_external_data=False)
+                _expose(big, extra_outputs)
+                onnx.save(big, path)
             try:
                 return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
             except Exception as e:
@@ -48,6 +55,16 @@ def _session(graph: Graph) -> Any:
         return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     except Exception as e:  # onnxruntime raises its own exception types
         raise AmandaError(f"onnxruntime cannot load the model: {_first_line(e)}") from None
+
+
+def _expose(model: Any, names: Sequence[str]) -> None:
+    """Make each value in ``names`` a graph output too (untyped: onnxruntime takes the type it infers)."""
+    if not names:
+        return
+    import onnx
+
+    have = {o.name for o in model.graph.output}
+    model.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names if n not in have)
 
 
 def _first_line(e: BaseException) -> str:
@@ -79,6 +96,56 @@ def run(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]
     except Exception as e:
         raise AmandaError(f"onnxruntime failed to run the model: {_first_line(e)}") from None
     return {o.name: v for o, v in zip(session.get_outputs(), values)}
+
+
+EACH_BATCH = 16
+"""How many ops' values :func:`run_each` asks onnxruntime for at a time (each batch is one run of the session)."""
+
+
+def run_each(graph: Graph, inputs: Mapping[str, np.ndarray], callback: Callable[[str, dict[str, Any]], Any],
+             wanted: Collection[str] | None = None) -> None:
+    """Run the graph and call ``callback(op_name, {output_port_name: array})`` for each top-level op (in
+    topological order; ``wanted``: only these op names) as onnxruntime computes it.
+
+    Every op output becomes an output of one session (named ``<op>:<port>``); the session is run for
+    :data:`EACH_BATCH` ops' values at a time, so no more than one batch of values is held at once (onnxruntime
+    computes what a run asks for and frees its intermediates).  The callback returning True stops the run."""
+    work = graph.copy()
+    order: list[tuple[str, list[tuple[str, str]]]] = []
+    for op in work.topological_order():
+        if op.namespace is None and op.type in STRUCTURAL_TYPES:
+            continue
+        outs: dict[str, str] = {}
+        listed: list[tuple[str, str]] = []
+        for q in op.output_ports:
+            value = f"{op.name}:{q.name}"
+            outs[q.name] = value
+            if wanted is None or op.name in wanted:
+                listed.append((q.name, value))
+        op.meta = {**op.meta, "name": op.name, "outputs": outs}
+        if listed:
+            order.append((op.name, listed))
+    session = _session(work, extra_outputs=[v for _, listed in order for _, v in listed])
+    optional = initializer_inputs(graph)
+    names = [i.name for i in session.get_inputs() if i.name in inputs or i.name not in optional]
+    missing = [n for n in names if n not in inputs]
+    if missing:
+        raise AmandaError(f"no value given for graph input(s) {', '.join(missing)}")
+    feeds = {n: inputs[n] for n in names}
+    for start in range(0, len(order), EACH_BATCH):
+        batch = order[start:start + EACH_BATCH]
+        fetch = [v for _, listed in batch for _, v in listed]
+        try:
+            values = session.run(fetch, feeds)
+        except Exception as e:
+            raise AmandaError(f"onnxruntime failed to run the model: {_first_line(e)}") from None
+        got = dict(zip(fetch, values))
+        del values
+        for op_name, listed in batch:
+            stop = callback(op_name, {pname: got.pop(v) for pname, v in listed})
+            if stop is True:
+                return
+        del got
 
 
 def example_inputs(graph: Graph, seed: int = 0, dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:

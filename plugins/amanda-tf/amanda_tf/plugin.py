@@ -84,6 +84,12 @@ def _run(graph: Any, inputs: Any) -> Any:
     return run(graph, inputs)
 
 
+def _run_each(graph: Any, inputs: Any, callback: Any, wanted: Any = None) -> Any:
+    from .runner import run_each
+
+    return run_each(graph, inputs, callback, wanted)
+
+
 def _example_inputs(graph: Any, seed: int = 0, dims: Any = None) -> Any:
     from .runner import example_inputs
 
@@ -94,6 +100,7 @@ def _example_inputs(graph: Any, seed: int = 0, dims: Any = None) -> Any:
 def amanda_runners() -> list[Runner]:
     """``tensorflow``: runs any ``amanda/tensorflow`` graph with TensorFlow on the CPU (for ``amanda check``)."""
     return [Runner(name="tensorflow", namespace=FAMILY, run=_run, example_inputs=_example_inputs,
+                   run_each=_run_each,
                    framework="tensorflow", description="TensorFlow graphs on the CPU")]
 
 

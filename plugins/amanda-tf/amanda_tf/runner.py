@@ -7,9 +7,9 @@ The graph is written as a GraphDef (:func:`amanda_tf.exporter.to_graph_def`), im
 
 from __future__ import annotations
 
-__all__ = ["run", "example_inputs", "Runnable"]
+__all__ = ["run", "run_each", "example_inputs", "Runnable"]
 
-from typing import Any, Mapping
+from typing import Any, Callable, Collection, Mapping
 
 import numpy as np
 
@@ -57,6 +57,70 @@ class Runnable:
 def run(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The graph's outputs (by output name, in order) for ``inputs`` (by input name), computed by TensorFlow."""
     return Runnable(graph)(inputs)
+
+
+EACH_BATCH = 16
+"""How many ops' values :func:`run_each` fetches per run (each batch is one run of a pruned function)."""
+
+
+def run_each(graph: Graph, inputs: Mapping[str, np.ndarray], callback: Callable[[str, dict[str, Any]], Any],
+             wanted: Collection[str] | None = None) -> None:
+    """Run the graph and call ``callback(op_name, {output_port_name: array})`` for each top-level op (in
+    topological order; ``wanted``: only these op names) with the values TensorFlow computes for its outputs.
+
+    The GraphDef is imported once; each run fetches the tensors of :data:`EACH_BATCH` ops (a function pruned to
+    them), so no more than one batch of values is held at once.  The callback returning True stops the run."""
+    from .exporter import _port_index, to_graph_def
+    from .framework import import_tensorflow
+
+    tf = import_tensorflow()
+    parts = to_graph_def(graph)
+
+    def body() -> None:
+        tf.graph_util.import_graph_def(parts.graph_def, name="")
+
+    try:
+        wrapped = tf.compat.v1.wrap_function(body, [])
+    except (ValueError, TypeError, tf.errors.OpError) as e:
+        raise AmandaError(f"TensorFlow refuses the graph: {str(e).strip().splitlines()[0]}") from None
+    g = wrapped.graph
+    feeds = [g.get_tensor_by_name(f"{n}:0") for n in parts.inputs]
+    missing = [n for n in parts.inputs if n not in inputs]
+    if missing:
+        raise AmandaError(f"no value given for graph input(s) {', '.join(missing)}")
+    args = [tf.constant(np.asarray(inputs[n]), dtype=parse_dtype(d).name)
+            for n, d in zip(parts.inputs, parts.input_dtypes)]
+    order: list[tuple[str, list[tuple[str, Any]]]] = []
+    for op in graph.topological_order():
+        if wanted is not None and op.name not in wanted:
+            continue
+        listed = []
+        for q in op.output_ports:
+            try:
+                listed.append((q.name, g.get_tensor_by_name(f"{op.name}:{_port_index(q)}")))
+            except (KeyError, ValueError):
+                continue
+        if listed:
+            order.append((op.name, listed))
+    for start in range(0, len(order), EACH_BATCH):
+        batch = order[start:start + EACH_BATCH]
+        fetches = [t for _, listed in batch for _, t in listed]
+        try:
+            values = wrapped.prune(feeds, fetches)(*args)
+        except (tf.errors.OpError, ValueError, TypeError) as e:
+            text = str(e).strip().splitlines()
+            raise AmandaError(f"TensorFlow failed to run the graph: {text[0] if text else type(e).__name__}") \
+                from None
+        values = list(values)
+        i = 0
+        for op_name, listed in batch:
+            got = {pname: values[i + k].numpy() for k, (pname, _) in enumerate(listed)}
+            for k in range(len(listed)):
+                values[i + k] = None
+            i += len(listed)
+            if callback(op_name, got) is True:
+                return
+        del values
 
 
 def _dim(dims: Mapping[str, int], port: str, axis: int) -> int:

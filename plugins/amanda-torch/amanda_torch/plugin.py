@@ -77,6 +77,12 @@ def _run(graph: Any, inputs: Any) -> Any:
     return run(graph, inputs)
 
 
+def _run_each(graph: Any, inputs: Any, callback: Any, wanted: Any = None) -> Any:
+    from .runner import run_each
+
+    return run_each(graph, inputs, callback, wanted)
+
+
 def _example_inputs(graph: Any, seed: int = 0, dims: Any = None) -> Any:
     from .runner import example_inputs
 
@@ -86,7 +92,8 @@ def _example_inputs(graph: Any, seed: int = 0, dims: Any = None) -> Any:
 @hookimpl
 def amanda_runners() -> list[Runner]:
     """``torch``: runs any ``amanda/pytorch`` graph in torch eager mode on the CPU (for ``amanda check``)."""
-    return [Runner(name="torch", namespace=FAMILY, run=_run, example_inputs=_example_inputs, framework="torch",
+    return [Runner(name="torch", namespace=FAMILY, run=_run, example_inputs=_example_inputs,
+                   run_each=_run_each, framework="torch",
                    description="PyTorch graphs in eager mode on the CPU")]
 
 

@@ -4,9 +4,9 @@ hook): the graph becomes a ``GraphModule`` (:func:`amanda_torch.module.to_module
 
 from __future__ import annotations
 
-__all__ = ["run", "example_inputs", "INTEGER_RANGE"]
+__all__ = ["run", "run_each", "example_inputs", "INTEGER_RANGE"]
 
-from typing import Any, Mapping
+from typing import Any, Callable, Collection, Mapping
 
 import numpy as np
 
@@ -56,6 +56,70 @@ def run(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]
         raise AmandaError(f"torch failed to run the graph: {first}") from None
     values = [result] if len(program.outputs) == 1 else list(result)
     return {name: _output(v) for (name, _, _), v in zip(program.outputs, values)}
+
+
+class _Stop(Exception):
+    pass
+
+
+def run_each(graph: Graph, inputs: Mapping[str, np.ndarray], callback: Callable[[str, dict[str, Any]], Any],
+             wanted: Collection[str] | None = None) -> None:
+    """Run the graph and call ``callback(op_name, {output_port_name: array})`` for each top-level op that torch
+    computes (in topological order; ``wanted``: only these op names), as it is computed.
+
+    The graph runs as its ``GraphModule`` under a ``torch.fx.Interpreter``, which sees each node's value and
+    frees it after its last use; a value is turned into an array only for the callback, so memory stays that of
+    a plain run plus one op's outputs.  The callback returning True stops the run."""
+    import operator
+
+    import torch
+    import torch.fx
+
+    from .module import build_module
+    from .program import _overload, lower
+
+    program = lower(graph)
+    module = build_module(program)
+    args = _arguments(program, inputs)
+    by_path = {op.path: op for op in graph.ops.values()}
+    report: dict[str, tuple[str, dict[str, int] | None]] = {}  # fx node name -> (op name, {port: index} or None)
+    for call in program.calls:
+        op = by_path.get(call.op)
+        if op is None or call.fn is operator.getitem or (wanted is not None and op.name not in wanted):
+            continue
+        ports = [q.name for q in op.output_ports]
+        try:
+            out_ports = _overload(call.fn).out_ports
+        except Exception:
+            out_ports = {}
+        multi = len(out_ports) > 1
+        report[call.ref.name] = (op.name, {p: out_ports[p] for p in ports if p in out_ports} if multi else
+                                 {p: -1 for p in ports})
+
+    class Each(torch.fx.Interpreter):
+        def run_node(self, n: Any) -> Any:
+            result = super().run_node(n)
+            entry = report.get(n.name)
+            if entry is not None:
+                op_name, ports = entry
+                values = {}
+                for p, i in ports.items():
+                    v = result if i < 0 else result[i]
+                    values[p] = _output(v) if isinstance(v, (torch.Tensor, list, tuple)) else np.asarray(v)
+                if callback(op_name, values) is True:
+                    raise _Stop
+            return result
+
+    try:
+        with torch.no_grad():
+            Each(module).run(*args)
+    except _Stop:
+        return
+    except AmandaError:
+        raise
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise AmandaError(f"torch failed to run the graph: {first}") from None
 
 
 def _output(value: Any) -> Any:
