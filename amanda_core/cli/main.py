@@ -263,8 +263,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     inputs, outputs = _specs(args)
     graph = load_model(args.file, warnings, inputs=inputs, outputs=outputs)
     info = summarize(graph)
+    from .lock import print_provenance, provenance_info
+
     if args.json:
         info["warnings"] = warnings
+        if provenance_info(graph) is not None:
+            info["provenance"] = provenance_info(graph)
         print(json.dumps(info, indent=2))
         return EXIT_OK
     for w in warnings:
@@ -281,6 +285,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print(f"inputs:    {ports(info['inputs'])}")
     print(f"outputs:   {ports(info['outputs'])}")
     print(f"tensors:   {info['tensors']} ({_human_bytes(info['tensor_bytes'])})")
+    print_provenance(graph)
     return EXIT_OK
 
 
@@ -406,9 +411,11 @@ def _explain_so_far(result: Any, args: argparse.Namespace, tables: Sequence[Any]
 def cmd_convert(args: argparse.Namespace) -> int:
     from ..io import check_output_path
     from ..mapping import ConversionError, convert
+    from .lock import check_lock, choose_tables, record_provenance
 
     reg = _registry()
     check_output_path(args.output_file, reg)  # before any work: a missing folder, a folder, an unknown format
+    check_lock(args, reg)  # --lock FILE: refuse where the environment differs
     warnings: list[str] = []
     inputs, outputs = _specs(args)
     graph = load_model(args.input_model, warnings, inputs=inputs, outputs=outputs)
@@ -419,7 +426,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     target = graph.namespace
     if args.to:
         target = _resolve(reg.namespaces, args.to, usage="--to {ns}") if _is_known_family(reg, args.to) else args.to
-    tables = _tables(args, reg)
+    tables = choose_tables(args, _tables(args, reg))
     inferred = ""
     inferer = reg.type_inferer_for(graph.namespace) if args.to and not args.no_infer_types else None
     if inferer is not None:
@@ -436,7 +443,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
         wanted = list(args.tag or ()) + (["approximate"] if getattr(args, "allow_approximate", False) else [])
         result = convert(graph, target, tables, reg.namespaces, include_tags=wanted,
                          exclude_tags=_excluded_tags(args), allow_partial=True, copy=False,
-                         passes=registered_passes())
+                         passes=registered_passes(), foreign=bool(args.to))
     except ConversionError as e:
         if str(e).startswith("no chain of mapping tables"):
             source = graph.namespace
@@ -470,6 +477,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
         for t, ns, n, names in result.unconverted:
             print(f"  {n} x {t} ({ns}), e.g. {', '.join(names)}", file=sys.stderr)
     _validate_result(result, reg, args)
+    record_provenance(args, result)
     written = save_model(out, args.output_file)
     if len(result.steps) > 2:
         chain = f"{result.steps[0].src} -> {result.steps[-1].dst} ({len(result.steps)} tables)"
@@ -633,7 +641,8 @@ def cmd_tables(args: argparse.Namespace) -> int:
     reg = _registry()
     tables = registered_tables(reg)
     rows = [{"name": t.name, "src": t.src, "dst": t.dst, "rules": len(t.rules), "plugin": t.plugin,
-             "source": t.source, "carry": t.carry, "bidirectional": t.bidirectional} for t in tables]
+             "source": t.source, "carry": t.carry, "bidirectional": t.bidirectional,
+             "unused": __import__("amanda_core.cli.lock", fromlist=["_"]).unused_reason(reg, t)} for t in tables]
     problems: list[str] = []
     notes: list[str] = []
     unchecked: list[str] = []
@@ -667,7 +676,8 @@ def cmd_tables(args: argparse.Namespace) -> int:
         if not rows:
             print("no mapping tables registered (no plugin registers any)")
         for r in rows:
-            print(f"{r['name']}: {r['src']} -> {r['dst']}  ({r['rules']} rule(s), plugin {r['plugin'] or '-'})")
+            print(f"{r['name']}: {r['src']} -> {r['dst']}  ({r['rules']} rule(s), plugin {r['plugin'] or '-'})"
+                  + (f"; not used: {r['unused']}" if r["unused"] else ""))
     return EXIT_INVALID if problems else EXIT_OK
 
 
@@ -814,6 +824,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "they differ)")
     p.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     _check_options(p)
+    __import__("amanda_core.cli.lock", fromlist=["_"]).add_convert_options(p)
     p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("check", help="run two models on the same inputs and compare their outputs (exit 1 if "
@@ -839,6 +850,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .match import add_match_command
 
     add_match_command(sub)
+    __import__("amanda_core.cli.lock", fromlist=["_"]).add_lock_command(sub)
     for name, sp in sub.choices.items():
         del name
         _common(sp)
