@@ -55,7 +55,7 @@ __all__ = [
     "split_sizes",
     "elem_kind",
     "value_elem",
-    "shape_size",
+    "shape_size", "array_elem",
     "is_tensor_value",
     "is_number",
     "tensor_dtype",
@@ -563,6 +563,12 @@ def _elem_of(dtype: Any) -> str | None:
         except (TypeError, ValueError):
             return None
     return None
+
+
+def array_elem(value: Any) -> str | None:
+    """The element type name (``float32``, ``int64``, ``bfloat16``) of a constant's array; None for no array."""
+    dtype = getattr(value, "dtype", None)
+    return None if dtype is None else str(getattr(dtype, "name", dtype))
 
 
 def shape_size(shape: Sequence[int]) -> int:
