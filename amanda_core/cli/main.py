@@ -394,6 +394,9 @@ def _grouped(names: Sequence[str]) -> str:
 
 
 def _explain_so_far(result: Any, args: argparse.Namespace, tables: Sequence[Any] = ()) -> None:
+    from .explain_rule import print_rule_explanations
+
+    print_rule_explanations(result, args, tables)
     if not args.explain:
         return
     print(result.explain() or "no table applied: the graph is already in the target namespace")
@@ -439,11 +442,13 @@ def cmd_convert(args: argparse.Namespace) -> int:
             inferred = f" ({n} value types inferred by {inferer.name})" if n else ""
     try:
         from ..plugin.passes import registered_passes
+        from .explain_rule import tracing_rules
 
         wanted = list(args.tag or ()) + (["approximate"] if getattr(args, "allow_approximate", False) else [])
-        result = convert(graph, target, tables, reg.namespaces, include_tags=wanted,
-                         exclude_tags=_excluded_tags(args), allow_partial=True, copy=False,
-                         passes=registered_passes(), foreign=bool(args.to))
+        with tracing_rules(args):
+            result = convert(graph, target, tables, reg.namespaces, include_tags=wanted,
+                             exclude_tags=_excluded_tags(args), allow_partial=True, copy=False,
+                             passes=registered_passes(), foreign=bool(args.to))
     except ConversionError as e:
         if str(e).startswith("no chain of mapping tables"):
             source = graph.namespace
@@ -812,6 +817,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also use decompositions that are exact only up to floating-point rounding (rules tagged "
                         "approximate; --explain names each and its worst-case difference)")
     p.add_argument("--explain", action="store_true", help="print what each rule matched and produced")
+    from .explain_rule import add_explain_rule_option
+
+    add_explain_rule_option(p)
     p.add_argument("--trust-expressions", action="store_true",
                    help="let --table files run their ${...} expressions (Python code)")
     p.add_argument("--no-plugin-tables", action="store_true", help="use only the --table files")

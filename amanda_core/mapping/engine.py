@@ -17,11 +17,13 @@ Order, fixed and documented so that the same table gives the same graph every ti
 
 from __future__ import annotations
 
-__all__ = ["ApplyReport", "RuleReport", "Converter", "apply_table", "op_namespace"]
+__all__ = ["ApplyReport", "Candidate", "RuleReport", "Converter", "apply_table", "explaining_rules", "op_namespace"]
 
 from collections import Counter
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
-from typing import Any, Iterator, Sequence
+from typing import Any, Collection, Iterator, Sequence
 
 import attrs
 
@@ -32,9 +34,24 @@ from ..namespace.registry import NamespaceRegistry
 from ..namespace.schema import NamespaceSchema, OpSchema
 from .attrconv import library_for
 from .expr import ExpressionError
-from .match import MatchContext, Matcher, anchor_candidates, type_index
+from .match import MatchContext, Matcher, MissReason, anchor_candidates, type_index
 from .rewrite import MappingError, RewriteContext, apply_template, keeps_only, same_family
 from .table import MappingTable, Rule
+
+
+@attrs.frozen
+class Candidate:
+    """One anchor op a traced rule tried (``Converter(explain_rules=...)``): what became of it.
+
+    ``outcome`` is ``rewritten``, ``declined`` (it matched, and containment left it: an op the rewrite would
+    remove is read outside the match) or
+    ``no match`` with ``reason`` (the failed check that got furthest, :class:`~.match.MissReason`)."""
+
+    op: str
+    type: str | None
+    graph: str
+    outcome: str
+    reason: MissReason | None = None
 
 
 @attrs.define
@@ -46,6 +63,8 @@ class RuleReport:
     produced: Counter[str] = attrs.field(factory=Counter)
     removed: int = 0
     examples: list[str] = attrs.field(factory=list)
+    candidates: list[Candidate] | None = None
+    """For a rule named in ``explain_rules``: every anchor it tried, in order (None when not traced)."""
 
 
 @attrs.define
@@ -59,6 +78,20 @@ class ApplyReport:
     @property
     def matches(self) -> int:
         return sum(r.matches for r in self.rules)
+
+
+_EXPLAINED: ContextVar[frozenset[str]] = ContextVar("amanda_explained_rules", default=frozenset())
+
+
+@contextmanager
+def explaining_rules(names: Collection[str]) -> Iterator[None]:
+    """Within the block, every :class:`Converter` made (as :func:`~.planner.convert` makes one) traces the rules
+    named (``rule`` or ``table:rule``) as ``Converter(explain_rules=names)`` does."""
+    token = _EXPLAINED.set(frozenset(names))
+    try:
+        yield
+    finally:
+        _EXPLAINED.reset(token)
 
 
 def op_namespace(op: Op, inherited: str | None) -> str | None:
@@ -85,8 +118,12 @@ def graphs_in(graph: Graph, inherited: str | None) -> Iterator[tuple[Graph, str 
 class Converter:
     """Applies tables with one registry's schemas and type systems (schemas looked up once)."""
 
-    def __init__(self, registry: NamespaceRegistry | None = None) -> None:
+    def __init__(self, registry: NamespaceRegistry | None = None, *, explain_rules: Collection[str] = ()) -> None:
         self.registry = registry or NamespaceRegistry()
+        self.explain_rules = frozenset(explain_rules) | _EXPLAINED.get()
+        """Rules (by name, or ``table:rule``) whose every candidate anchor is reported with why it did not match
+        (:attr:`RuleReport.candidates`; also those named by an enclosing :func:`explaining_rules`); matching
+        other rules costs nothing more."""
         self._schemas: dict[str, NamespaceSchema | None] = {}
         self.library = library_for(self.registry.type_systems)
         self._parse_cache: dict[tuple[str, str], Any] = {}
@@ -193,6 +230,9 @@ class Converter:
         changed_any = False
         for rule in rules:
             rr = RuleReport(table.name, rule.name)
+            if self.explain_rules and (rule.name in self.explain_rules
+                                       or f"{table.name}:{rule.name}" in self.explain_rules):
+                rr.candidates = []
             report.rules.append(rr)
             if self._apply_rule(graphs, table, rule, src_spec, dst_ns, dst_schema, family_same, rr):
                 changed_any = True
@@ -308,13 +348,24 @@ class Converter:
             return rewrote
         index = self._types(g)
         matcher = Matcher(g, rule.src, ctx, rule, index)
+        traced = rr.candidates
         for anchor in anchor_candidates(g, rule.src, index):
             if anchor.graph is not g or anchor in claimed:
+                if traced is not None and anchor.graph is g:
+                    traced.append(Candidate(anchor.name, anchor.type, _graph_path(g), "no match", MissReason(
+                        "taken", f"{anchor.name} was rewritten by an earlier match of this pass", None,
+                        anchor.name)))
                 continue
             m = matcher.at(anchor, claimed.__contains__)
             if m is None:
+                if traced is not None:
+                    traced.append(Candidate(anchor.name, anchor.type, _graph_path(g), "no match",
+                                            matcher.why_not(anchor, claimed.__contains__)))
                 continue
-            rewrote |= self._record(apply_template(g, m, rule, rctx), rr, claimed)
+            done = self._record(apply_template(g, m, rule, rctx), rr, claimed)
+            rewrote |= done
+            if traced is not None:
+                traced.append(Candidate(anchor.name, anchor.type, _graph_path(g), "rewritten" if done else "declined"))
         return rewrote
 
     @staticmethod
@@ -415,6 +466,18 @@ class Converter:
                     if op.namespace == dst_ns:
                         op.namespace = None
         return moved
+
+
+def _graph_path(g: Graph) -> str:
+    """Where a graph is, for a report: ``main``, or the owner ops' names down to it (``loop/body``)."""
+    parts = []
+    while g.owner is not None:
+        parts.append(g.owner.name)
+        parent = g.owner.graph
+        if parent is None:
+            break
+        g = parent
+    return "/".join(reversed(parts)) or "main"
 
 
 def _may_nest(rule: Rule) -> bool:

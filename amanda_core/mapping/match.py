@@ -16,11 +16,18 @@ Semantics (``docs/mapping-tables.md``):
 * ``$name`` captures an op, a port or a value; a value captured twice must be equal;
 * expressions (``${...}``) are checked once every op is bound, so they may use every variable; ``where`` is
   checked last.
+
+Why an anchor did not match (:meth:`Matcher.why_not`, ``amanda convert --explain-rule``): the same search runs
+with a recorder switched on, which keeps the reason of the failed check that got furthest (most pattern ops
+bound; at equal progress, the first one met), as a :class:`MissReason` of one kind: ``namespace``, ``taken``,
+``type``, ``name``, ``attribute``, ``const``, ``port``, ``port type``, ``containment``, ``edge``, ``commutative
+order``, ``expression`` or ``where``.  Without the recorder the search does no extra work beyond one ``is None``
+test at a failed check.
 """
 
 from __future__ import annotations
 
-__all__ = ["Match", "MatchContext", "Matcher", "find_matches", "resolve_port"]
+__all__ = ["Match", "MatchContext", "Matcher", "MissReason", "find_matches", "resolve_port"]
 
 import itertools
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -118,6 +125,61 @@ def _commutative_ports(op: Op, pat: OpPattern, rule_comm: bool, schema: OpSchema
     return ()
 
 
+# --------------------------------------------------------------------------- why not
+
+
+MISS_KINDS = ("namespace", "taken", "type", "name", "attribute", "const", "port", "port type", "containment",
+              "edge", "commutative order", "expression", "where")
+"""The kinds of :class:`MissReason`, in the order of the checks (an op's own checks, its edges, then conditions)."""
+
+
+@attrs.frozen
+class MissReason:
+    """Why a pattern did not match from one anchor: the failed check that got furthest.
+
+    ``kind`` is one of :data:`MISS_KINDS`; ``pattern_op`` the op pattern being checked (None for ``where``);
+    ``op`` the name of the graph op it was checked against (None when no op was found); ``bound`` how many op
+    patterns were bound when it failed."""
+
+    kind: str
+    message: str
+    pattern_op: str | None = None
+    op: str | None = None
+    bound: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message}"
+
+
+class _Why:
+    """The recorder of a traced search: the furthest failure (rank: ops bound, then the stage of the check)."""
+
+    __slots__ = ("best", "rank")
+
+    def __init__(self) -> None:
+        self.best: MissReason | None = None
+        self.rank: tuple[int, int] = (-1, -1)
+
+    def note(self, rank: tuple[int, int], kind: str, message: str, key: str | None, op: Op | None) -> None:
+        if rank > self.rank:
+            self.rank = rank
+            self.best = MissReason(kind, message, key, op.name if op is not None else None, rank[0])
+
+
+def _spec_text(spec: ValueSpec) -> str:
+    if spec.kind == "var":
+        return f"${spec.value}"
+    if spec.kind == "expr":
+        src = getattr(spec.value, "source", None)
+        return "${" + str(src if src is not None else spec.text).strip() + "}"
+    return repr(spec.value)
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 # --------------------------------------------------------------------------- matching
 
 
@@ -132,6 +194,15 @@ class _Search:
         self.rule_comm = bool(rule.commutative) if rule is not None else False
         self.order = _plan(pattern)
         self.schemas: dict[Op, OpSchema | None] = {}
+        self.why: _Why | None = None
+        """The recorder of failures, set only while :meth:`Matcher.why_not` runs."""
+
+    def miss(self, m: Match, stage: int, kind: str, message: str, key: str | None, op: Op | None) -> bool:
+        """Record a failed check (when tracing) and return False."""
+        why = self.why
+        if why is not None:
+            why.note((len(m.ops), stage), kind, message, key, op)
+        return False
 
     def schema(self, op: Op) -> OpSchema | None:
         try:
@@ -142,14 +213,23 @@ class _Search:
 
     # -- literal checks while searching; expressions wait until every op is bound
     def op_fits(self, op: Op, pat: OpPattern, m: Match, deferred: list[tuple[ValueSpec, Any, Op]]) -> bool:
-        if op.graph is not self.graph or self.taken(op) or not self.ctx.in_namespace(op):
-            return False
+        key = pat.key
+        if op.graph is not self.graph:
+            return self.miss(m, 0, "containment", f"{op.name} is in another graph", key, op)
+        if self.taken(op):
+            return self.miss(m, 0, "taken", f"{op.name} was already taken by an earlier match of this pass",
+                             key, op)
+        if not self.ctx.in_namespace(op):
+            return self.miss(m, 0, "namespace", f"{op.name} is not in the table's source namespace", key, op)
         if any(o is op for o in m.ops.values()):
-            return False
+            return self.miss(m, 0, "edge", f"{key} would be {op.name}, already bound to another op pattern",
+                             key, op)
         if pat.type is not None and not self.value_fits(pat.type, op.type, op, m, deferred):
-            return False
+            return self.miss(m, 0, "type", f"{key}: {op.name} is a {op.type}, not {self.wanted(pat.type, m)}",
+                             key, op)
         if pat.name is not None and not self.value_fits(pat.name, op.name, op, m, deferred):
-            return False
+            return self.miss(m, 0, "name", f"{key}: the name {op.name!r} is not {self.wanted(pat.name, m)}",
+                             key, op)
         if pat.attrs:
             schema = self.schema(op)
             for name, spec in pat.attrs.items():
@@ -161,11 +241,13 @@ class _Search:
                         if spec.kind == "expr":
                             value = None
                         else:
-                            return False
+                            return self.miss(m, 0, "attribute", f"{key}: {op.name} has no attribute {name} and "
+                                             "its schema gives no default", key, op)
                     else:
                         value = a.default
                 if not self.value_fits(spec, value, op, m, deferred):
-                    return False
+                    return self.miss(m, 0, "attribute", f"{key}: attribute {name} of {op.name} is {_short(value)}"
+                                     f", not {self.wanted(spec, m)}", key, op)
         if pat.consts and not self.consts_fit(op, pat, m, deferred):
             return False
         for plist, kind in ((pat.inputs, "in"), (pat.outputs, "out")):
@@ -175,13 +257,23 @@ class _Search:
             return self.body_fits(op, pat, m)
         return True
 
+    def wanted(self, spec: ValueSpec, m: Match) -> str:
+        """What a spec asked for, for a reason: the literal, or the value a variable captured before."""
+        if spec.kind == "var" and spec.value in m.values:
+            return f"{_short(m.values[spec.value])} (captured by ${spec.value} before)"
+        return _spec_text(spec)
+
     def consts_fit(self, op: Op, pat: OpPattern, m: Match, deferred: list[tuple[ValueSpec, Any, Op]]) -> bool:
         """Each port named in ``consts`` is fed by a constant op (its value) or is absent or unfed (its schema
         default, None without one); a port fed by anything else does not fit."""
         for name, spec in pat.consts.items():
             value = const_input(op, name, self.schema(op), self.ctx.constant_of)
-            if value is NOT_CONSTANT or not self.value_fits(spec, value, op, m, deferred):
-                return False
+            if value is NOT_CONSTANT:
+                return self.miss(m, 0, "const", f"{pat.key}: input {name} of {op.name} is not fed by a constant",
+                                 pat.key, op)
+            if not self.value_fits(spec, value, op, m, deferred):
+                return self.miss(m, 0, "const", f"{pat.key}: constant input {name} of {op.name} is "
+                                 f"{_short(value)}, not {self.wanted(spec, m)}", pat.key, op)
         return True
 
     def body_fits(self, op: Op, pat: OpPattern, m: Match) -> bool:
@@ -190,19 +282,28 @@ class _Search:
         body = op.body
         assert pat.body is not None
         if body is None:
-            return False
+            return self.miss(m, 0, "containment", f"{pat.key}: {op.name} holds no body", pat.key, op)
         index = type_index(body)
         matcher = Matcher(body, pat.body, attrs.evolve(self.ctx, in_namespace=lambda o: True), self.rule, index)
+        first: Op | None = None
         for anchor in anchor_candidates(body, pat.body, index):
+            first = first or anchor
             inner = matcher.at(anchor)
             if inner is None:
                 continue
             for name, value in inner.values.items():
                 if name in m.values and not values_equal(m.values[name], value):
-                    return False
+                    return self.miss(m, 0, "containment", f"{pat.key}: the body of {op.name} captures ${name} = "
+                                     f"{_short(value)}, but it is {_short(m.values[name])} outside", pat.key, op)
             m.values.update(inner.values)
             m.inner[pat.key] = inner
             return True
+        if self.why is not None:
+            inner_why = matcher.why_not(first) if first is not None else None
+            detail = (f"from {first.name}: {inner_why}" if first is not None and inner_why is not None
+                      else "no op of the nested pattern's anchor type")
+            self.miss(m, 0, "containment", f"{pat.key}: the nested pattern does not match in the body of "
+                      f"{op.name} ({detail})", pat.key, op)
         return False
 
     def value_fits(self, spec: ValueSpec, value: Any, op: Op, m: Match, deferred: list[tuple[ValueSpec, Any, Op]]
@@ -235,7 +336,8 @@ class _Search:
                 name = pp.name if pp.name is not None else pp.var
                 members = group_ports(op, pp.name or "", kind, schema) if pp.name else list(ports)[pp.position:]
                 if not members and not pp.optional:
-                    return False
+                    return self.miss(m, 0, "port", f"{pat.key}: {op.name} has no {kind}put ports in group "
+                                     f"{name}*", pat.key, op)
                 if pp.var:
                     m.groups[pp.var] = members
                 m.portmap[(pat.key, kind, f"{name}*")] = members[0] if members else None  # type: ignore[assignment]
@@ -249,10 +351,12 @@ class _Search:
             if port is None:
                 if pp.optional:
                     continue
-                return False
+                what = pp.name if pp.name is not None else f"#{pp.position} (${pp.var})"
+                return self.miss(m, 0, "port", f"{pat.key}: {op.name} has no {kind}put port {what}", pat.key, op)
             if pp.var is not None:
                 if pp.var in m.ports and m.ports[pp.var] is not port:
-                    return False
+                    return self.miss(m, 0, "port", f"{pat.key}: port ${pp.var} was bound to another port before",
+                                     pat.key, op)
                 m.ports[pp.var] = port
             if pp.name is not None:
                 m.portmap[(pat.key, kind, pp.name)] = port
@@ -260,9 +364,11 @@ class _Search:
                 dtype = self.ctx.parse_dtype(port) if port.dtype is not None else None
                 if pp.dtype.kind == "literal":
                     if str(port.dtype) != str(pp.dtype.value):
-                        return False
+                        return self.miss(m, 0, "port type", f"{pat.key}: port {port.name} of {op.name} is "
+                                         f"{port.dtype}, not {pp.dtype.value}", pat.key, op)
                 elif not self.value_fits(pp.dtype, dtype, op, m, deferred):
-                    return False
+                    return self.miss(m, 0, "port type", f"{pat.key}: port {port.name} of {op.name} is "
+                                     f"{port.dtype}, not {self.wanted(pp.dtype, m)}", pat.key, op)
         return True
 
     # -- edges
@@ -297,6 +403,8 @@ class _Search:
         if e.control:
             if b in a.control_outputs:
                 yield from self.edges_fit(m, rest)
+            else:
+                self.miss(m, -1, "edge", f"{e}: no control edge from {a.name} to {b.name}", e.dst.op, b)
             return
         srcs = self.end_ports(m, e.src.op, e.src.port, e.src.port_var, "out", e.src.group)
         dsts = self.end_ports(m, e.dst.op, e.dst.port, e.dst.port_var, "in", e.dst.group)
@@ -304,14 +412,19 @@ class _Search:
             if srcs and len(srcs) == len(dsts) and all(isinstance(d, InputPort) and d.source is s
                                                         for s, d in zip(srcs, dsts)):
                 yield from self.edges_fit(m, rest)
+            else:
+                self.miss(m, -1, "edge", f"{e}: the ports of {a.name} ({len(srcs)}) do not feed those of {b.name} "
+                          f"({len(dsts)}) one to one", e.dst.op, b)
             return
         used = set(id(p) for p in m.portmap.values() if isinstance(p, InputPort))
+        fed_but_used = False
         for s in srcs:
             for d in dsts:
                 if not isinstance(d, InputPort) or d.source is not s:
                     continue
                 key = (e.dst.op, "in", e.dst.port)
                 if e.dst.port_var is None and key not in m.portmap and id(d) in used:
+                    fed_but_used = True
                     continue
                 if len(dsts) > 1 and e.dst.port_var is None:
                     m2 = attrs.evolve(m, portmap=dict(m.portmap))
@@ -320,6 +433,29 @@ class _Search:
                 else:
                     yield from self.edges_fit(m, rest)
                     return
+        if self.why is not None:
+            self.edge_miss(m, e, a, b, srcs, dsts, fed_but_used)
+
+    def edge_miss(self, m: Match, e: EdgeSpec, a: Op, b: Op, srcs: list[Port], dsts: list[Port],
+                  fed_but_used: bool) -> None:
+        """Record why a data edge between bound ops does not hold (tracing only)."""
+        if not srcs:
+            self.miss(m, -1, "port", f"{e}: {a.name} has no output port {e.src.port}", e.src.op, a)
+        elif not dsts:
+            self.miss(m, -1, "port", f"{e}: {b.name} has no input port {e.dst.port}", e.dst.op, b)
+        elif len(dsts) > 1:
+            names = ", ".join(p.name for p in dsts)
+            why = ("the one it feeds is already matched by another edge" if fed_but_used
+                   else f"{a.name} feeds none of them")
+            self.miss(m, -1, "commutative order", f"{e}: tried the commutative inputs {names} of {b.name} in any "
+                      f"order; {why}", e.dst.op, b)
+        else:
+            d = dsts[0]
+            src = d.source if isinstance(d, InputPort) else None
+            fed = f"fed by {src.op.name if src.op is not None else 'the graph'}.{src.name}" if src is not None \
+                else "not fed"
+            self.miss(m, -1, "edge", f"{e}: input {d.name} of {b.name} is {fed}, not by {a.name}."
+                      f"{srcs[0].name}", e.dst.op, b)
 
     # -- growing a match
     def candidates(self, i: int, m: Match, index: Mapping[str | None, list[Op]]) -> Iterator[Op]:
@@ -369,9 +505,11 @@ class _Search:
         if i == len(self.order):
             yield from self.finish(m, deferred)
             return
-        key, _ = self.order[i]
+        key, via = self.order[i]
         pat = self.pattern.ops[key]
+        tried = False
         for op in self.candidates(i, m, index):
+            tried = True
             m2 = attrs.evolve(m, ops=dict(m.ops), ports=dict(m.ports), groups=dict(m.groups),
                               values=dict(m.values), portmap=dict(m.portmap), inner=dict(m.inner))
             d2 = list(deferred)
@@ -383,6 +521,13 @@ class _Search:
                      if e.src.op in bound and e.dst.op in bound and (e.src.op == key or e.dst.op == key)]
             for m3 in self.edges_fit(m2, ready):
                 yield from self.grow(i + 1, m3, d2, index)
+        if not tried and self.why is not None:
+            if via is None:
+                text = f"{key}: no op of type {_spec_text(pat.type)} in the graph" if pat.type is not None \
+                    else f"{key}: no op in the graph"
+            else:
+                text = f"{key}: nothing is joined to the match along {via[0]}"
+            self.miss(m, 0, "edge", text, key, None)
 
     def finish(self, m: Match, deferred: list[tuple[ValueSpec, Any, Op]]) -> Iterator[Match]:
         if deferred or self.pattern.where is not None:
@@ -395,6 +540,9 @@ class _Search:
                 except ExpressionError as e:
                     raise _with_rule(e, self.rule, m) from None
                 if not ok:
+                    key = next((k for k, o in m.ops.items() if o is op), None)
+                    self.miss(m, 1, "expression", f"{key}: {_spec_text(spec)} is false for {op.name} (value "
+                              f"{_short(value)})", key, op)
                     return
             if self.pattern.where is not None:
                 env.pop("value", None)
@@ -402,6 +550,8 @@ class _Search:
                 env["op"] = OpView(last, self.ctx.parse_dtype)
                 try:
                     if not self.pattern.where.evaluate(env):
+                        self.miss(m, 2, "where", f"where {self.pattern.where.source.strip()!r} is false for "
+                                  f"{m.describe()}", None, None)
                         return
                 except ExpressionError as e:
                     raise _with_rule(e, self.rule, m) from None
@@ -494,6 +644,22 @@ class Matcher:
             for found in search.grow(1, m2, deferred, self._index):
                 return found
         return None
+
+    def why_not(self, anchor: Op, taken: Callable[[Op], bool] = lambda op: False) -> MissReason | None:
+        """Why no match starts at ``anchor`` (None when one does): the same search as :meth:`at`, recording the
+        failed check that got furthest.  Slower than :meth:`at`; for explaining, not for converting."""
+        search = self._search
+        why = search.why = _Why()
+        try:
+            found = self.at(anchor, taken)
+        finally:
+            search.why = None
+        if found is not None:
+            return None
+        if why.best is not None:
+            return why.best
+        return MissReason("edge", "no way to join the pattern's ops was found", self._search.order[0][0],
+                          anchor.name)
 
 
 def anchor_candidates(graph: Graph, pattern: Pattern, index: Mapping[str | None, list[Op]]) -> list[Op]:
