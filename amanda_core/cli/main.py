@@ -725,6 +725,10 @@ def _check_files(args: argparse.Namespace, reference: str, candidate: str, *, in
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Run two models on the same inputs with their frameworks' runtimes and compare the outputs."""
+    if getattr(args, "per_op", False) or args.candidate is None:
+        from .diagnose import run_per_op
+
+        return run_per_op(args)
     inputs, outputs = _specs(args)
     return _check_files(args, args.reference, args.candidate, inputs=inputs, outputs=outputs)
 
@@ -842,11 +846,14 @@ def build_parser() -> argparse.ArgumentParser:
                                    "Exit status: 0 when every output is within tolerance, 1 when one is not, 2 on "
                                    "an error.")
     p.add_argument("reference", metavar="REFERENCE", help="the original model")
-    p.add_argument("candidate", metavar="CANDIDATE", help="the converted model")
+    p.add_argument("candidate", metavar="CANDIDATE", nargs="?", help="the converted model")
     _check_options(p)
     p.add_argument("--json", action="store_true",
                    help="print a JSON report (inputs, and per output the differences and the tolerance)")
     _model_options(p)
+    from .diagnose import add_coverage_command, add_per_op_options, add_repro_command
+
+    add_per_op_options(p)
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("tables", help="list the registered mapping tables")
@@ -858,6 +865,8 @@ def build_parser() -> argparse.ArgumentParser:
     from .match import add_match_command
 
     add_match_command(sub)
+    add_repro_command(sub)
+    add_coverage_command(sub)
     __import__("amanda_core.cli.lock", fromlist=["_"]).add_lock_command(sub)
     for name, sp in sub.choices.items():
         del name
