@@ -325,9 +325,10 @@ def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry:
 
 def _foreign_steps(graph: Graph, source: str, target: str, tables: Sequence[MappingTable],
                    registry: NamespaceRegistry) -> tuple[list[Step], list[Step]]:
-    """Chains of tables for the ops of ``graph`` in namespaces nobody registered: into ``source`` (applied first),
-    else into ``target`` (applied last).  Namespaces no table reads are left alone (they are reported as
-    unconverted as before)."""
+    """One table for the ops of ``graph`` in each namespace nobody registered: one that reads it and writes
+    ``source`` (applied first, so the main chain carries its results on), else one that writes ``target`` (applied
+    last); among several, :func:`order_tables` decides.  A detour through another family is never taken.
+    Namespaces no table reads this way are left alone (reported as unconverted as before)."""
     found: set[str] = set()
     for g, inherited in graphs_in(graph, None):
         for op in g:
@@ -336,16 +337,22 @@ def _foreign_steps(graph: Graph, source: str, target: str, tables: Sequence[Mapp
                 found.add(ns)
     before: list[Step] = []
     after: list[Step] = []
+    ordered = order_tables(tables)
     for ns in sorted(found):
-        if not any(_reads(t, ns) for t in tables):
-            continue
+        readers = [t for t in ordered if _reads(t, ns)]
         for goal, out in ((source, before), (target, after)):
-            try:
-                out.extend(plan(ns, goal, tables, registry))
+            fit = [t for t in readers if _writes(t, goal)]
+            if fit:
+                out.append(Step(fit[0], ns, goal, tuple(fit[1:]), _why(fit[0], fit[1:]) if len(fit) > 1 else ""))
                 break
-            except (ConversionError, NamespaceError):
-                continue
     return before, after
+
+
+def _writes(table: MappingTable, namespace: str) -> bool:
+    try:
+        return parse_spec(table.dst).matches(namespace)
+    except NamespaceError:
+        return False
 
 
 def _reads(table: MappingTable, namespace: str) -> bool:

@@ -1,0 +1,1 @@
+"""An Amanda rule pack: ONNX Runtime's contrib ops (domain ``com.microsoft``) as standard ops."""
