@@ -51,7 +51,7 @@ def _amanda(module: Any, args: tuple[Any, ...]) -> Any:
     from amanda_torch.importer import load_model
 
     graph = load_model(module, example_inputs=args)
-    convert(graph, "amanda/onnx/18", registered_tables(), registry().namespaces)
+    graph = convert(graph, "amanda/onnx/18", registered_tables(), registry().namespaces).graph
     return amanda_onnx.to_model(graph)
 
 

@@ -28,7 +28,7 @@ def to_onnx(module: Any, args: tuple[Any, ...], target: str = "amanda/onnx/18", 
     from amanda_torch.importer import load_model
 
     graph = load_model(module, example_inputs=args, **options)
-    convert(graph, target, registered_tables(), registry().namespaces)
+    graph = convert(graph, target, registered_tables(), registry().namespaces).graph
     model = amanda_onnx.to_model(graph)
     onnx.checker.check_model(model, full_check=True)
     return model
@@ -59,9 +59,12 @@ def assert_close(got: list[np.ndarray], want: list[np.ndarray], tol: float = TOL
         if w.dtype == np.bool_ or np.issubdtype(w.dtype, np.integer):
             np.testing.assert_array_equal(g, w)
             continue
+        # relative to the largest reference magnitude always (outputs near 1e-14 are checked too), and absolute
+        # up to unit scale
         scale = max(float(np.abs(w).max()), 1e-30)
         err = float(np.abs(g.astype(np.float64) - w.astype(np.float64)).max())
-        assert err <= tol and err / scale <= tol, f"max abs diff {err:.3g}, relative {err / scale:.3g}"
+        assert err / scale <= tol and err <= tol * max(1.0, scale), \
+            f"max abs diff {err:.3g}, relative to the largest reference value {err / scale:.3g}"
 
 
 def check(module: Any, args: tuple[Any, ...], target: str = "amanda/onnx/18") -> Any:
@@ -103,7 +106,7 @@ def test_parameters_become_initializers_without_copies() -> None:
     graph = load_model(module, example_inputs=args)
     arrays = {op.name: op.attrs["value"] for op in graph.ops.values()
               if op.type == "prim::Constant" and isinstance(op.attrs.get("value"), np.ndarray)}
-    convert(graph, "amanda/onnx/18", registered_tables(), registry().namespaces)
+    graph = convert(graph, "amanda/onnx/18", registered_tables(), registry().namespaces).graph
     inits = {op.name: op.attrs["value"] for op in graph.ops.values() if op.type == "Initializer"}
     moved = [n for n, a in arrays.items() if n in inits and inits[n] is a]
     assert moved and "conv1.weight" in moved
@@ -130,7 +133,7 @@ def test_an_op_without_rule_is_reported_by_name_and_count(tmp_path: Any) -> None
     graph = load_model(Odd(), example_inputs=(torch.randn(3),))
     with pytest.raises(ConversionError) as e:
         convert(graph, "amanda/onnx/18", registered_tables(), registry().namespaces)
-    assert "2 x aten::i0.default" in str(e.value)
+    assert "2 x aten::special_i0.default" in str(e.value)
     assert isinstance(e.value, AmandaError)
 
 
@@ -200,7 +203,7 @@ SHAPES = {
     "t_mm": lambda x: x[0].t() @ x[1],
     "matmul_bmm": lambda x: torch.bmm(x, x.transpose(1, 2)) + x @ x.transpose(1, 2),
     "cast": lambda x: (x * 10).to(torch.int64).to(torch.float32),
-    "arange_ones_full": lambda x: x + torch.arange(5) + torch.ones(5) + torch.full((5,), 0.5),
+    "arange_ones_full": lambda x: (x + torch.arange(5)) * torch.ones(5) + torch.full((5,), 0.5),
 }
 
 
