@@ -117,7 +117,7 @@ class PerOpReport:
                 out.append(f"  max abs diff {d.max_abs_diff:.4g} (tolerance {self.tolerance}){d.layout}")
             out.append(f"  reference: {d.reference.describe()}")
             out.append(f"  candidate: {d.candidate.describe()}")
-            out.append(f"  {self.compared} value(s) compared before it")
+            out.append(f"  {self.compared - 1} value(s) within tolerance before it")
         if self.unmatched:
             shown = ", ".join(self.unmatched[:8]) + (" ..." if len(self.unmatched) > 8 else "")
             out.append(f"not lined up ({len(self.unmatched)} op(s) that stand for no reference value): {shown}")

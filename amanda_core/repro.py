@@ -48,9 +48,6 @@ def extract(reference: Graph, names: list[str], output: str) -> tuple[Graph, dic
                 g.connect(port, c, replace=True)
     for port in list(g.output_ports):
         g.remove_output_port(port)
-    for port in list(g.input_ports):
-        if port.name not in fed:
-            g.remove_input_port(port)
     op_name, _, port_name = output.rpartition(".")
     src_op = g.ops[op_name]
     q = src_op.output_ports[port_name]
@@ -59,12 +56,15 @@ def extract(reference: Graph, names: list[str], output: str) -> tuple[Graph, dic
     for op in list(g.ops.values()):
         if op not in keep:
             g.remove_op(op)
+    for port in list(g.input_ports):
+        if port.name not in fed:
+            g.remove_input_port(port)
     return g, fed
 
 
 def write_repro(reference: Graph, report: PerOpReport, inputs: Mapping[str, Any], folder: str, *,
                 convert: Callable[[Graph], Graph], reg: Any, rtol: float, atol: float,
-                rule_text: str | None = None) -> dict[str, Any]:
+                rule_text: str | None = None, target: str = "NAMESPACE") -> dict[str, Any]:
     """Write the cut model, its inputs and a README to ``folder`` (created; must not exist or be empty); return
     what was written and whether the cut model still diverges."""
     import numpy as np
@@ -75,7 +75,14 @@ def write_repro(reference: Graph, report: PerOpReport, inputs: Mapping[str, Any]
     d: Divergence | None = report.divergence
     if d is None:
         raise AmandaError("no op diverges, so there is nothing to reproduce")
-    small, fed = extract(reference, d.reference_ops, d.reference_port)
+    typed = reference.copy()  # the cut model's inputs need the types of the values they replace
+    inferer = reg.type_inferer_for(typed.namespace) if typed.namespace else None
+    if inferer is not None:
+        try:
+            inferer.infer(typed)
+        except AmandaError:
+            pass
+    small, fed = extract(typed, d.reference_ops, d.reference_port)
     values: dict[str, Any] = {}
     with _tempdir() as tmp:
         paths = record_reference(reference, inputs, set(fed.values()), tmp, reg)
@@ -109,7 +116,8 @@ def write_repro(reference: Graph, report: PerOpReport, inputs: Mapping[str, Any]
                  f"- first run: max abs diff {d.max_abs_diff} ({report.tolerance})",
                  f"- the cut model {'still diverges' if not again.ok else 'no longer diverges'}: " +
                  " / ".join(again.lines()[:2]), "",
-                 "Reproduce: `amanda check --per-op model.yaml --to <target> --input-data inputs.npz`", ""]
+                 f"Reproduce: `amanda check --per-op model.yaml --to {target} --input-data inputs.npz` "
+                 "(with the same tables)", ""]
         if rule_text:
             lines += ["The rule:", "", "```yaml", rule_text.rstrip(), "```", ""]
         with open(os.path.join(tmp, "README.md"), "w") as f:

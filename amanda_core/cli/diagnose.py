@@ -166,7 +166,7 @@ def _cmd_repro(args: argparse.Namespace) -> int:
 
                 rule_text = dump_yaml({d.rule: dict(raw)})
     out = write_repro(reference, report, inputs, args.folder, convert=convert, reg=reg, rtol=args.rtol,
-                      atol=atol, rule_text=rule_text)
+                      atol=atol, rule_text=rule_text, target=args.to)
     state = "still diverges" if out["still_diverges"] else "no longer diverges once cut out"
     print(f"wrote {args.folder}: {', '.join(out['files'])} (the cut model {state}; table {d.table!r}, "
           f"rule {d.rule!r})")
