@@ -20,7 +20,7 @@ from typing import Any
 from amanda_core.errors import AmandaError
 from amanda_core.ir import Graph
 
-from .structural import STRUCTURAL_TYPES
+from .structural import INITIALIZER, STRUCTURAL_TYPES
 
 
 class InferenceError(AmandaError):
@@ -47,6 +47,9 @@ def infer_types(graph: Graph) -> int:
         return 0
     typed = 0
     for op in graph:
+        if op.type == INITIALIZER and op.namespace is None:
+            typed += _type_initializer(op)
+            continue
         if op.namespace is None and op.type in STRUCTURAL_TYPES:
             continue
         names = op.meta.get("outputs")
@@ -64,3 +67,22 @@ def infer_types(graph: Graph) -> int:
                 q.dtype = dtype
                 typed += 1
     return typed
+
+
+def _type_initializer(op: Any) -> int:
+    """An initializer's value type from its tensor's element type and shape (no bytes read): rules that need the
+    shape of a weight (a convolution's kernel) see it."""
+    q = op.output_ports[0] if len(op.output_ports) else None
+    value = op.attrs.get("value")
+    if q is None or q.dtype is not None or value is None or op.attrs.get("graph_input"):
+        return 0
+    dtype, shape = getattr(value, "dtype", None), getattr(value, "shape", None)
+    if dtype is None or shape is None:
+        return 0
+    from .dtypes import OnnxType, elem_type_from_numpy
+
+    try:
+        q.dtype = str(OnnxType.tensor(elem_type_from_numpy(dtype), tuple(int(d) for d in shape)))
+    except (ValueError, TypeError, KeyError):
+        return 0
+    return 1
