@@ -1150,7 +1150,18 @@ def library_for(type_systems: TypeSystemRegistry | None) -> dict[str, Callable[.
     lib["value_dtype"] = any_value_dtype
     for helper in (port_shape, port_rank, static_shape, value_elem):
         lib[helper.__name__] = functools.partial(helper, dtype_of=any_value_dtype)
+    def tensor_type_of(value: Any, shape: Sequence[Any] | None = None, system: str = "onnx") -> str | None:
+        """The port dtype text, in type system ``system``, of a tensor whose element type is that of the tensor at
+        port ``value`` (or the element type name ``value``) and whose shape is ``shape`` (None: rank unknown), for
+        the output ports of ops a rule makes."""
+        elem = value if isinstance(value, str) else tensor_dtype(value)
+        ts = type_systems.get(system) if type_systems is not None else None
+        if elem is None or ts is None:
+            return None
+        return ts.make_tensor_type(elem, None if shape is None else tuple(shape))
+
     lib["tensor_dtype"] = tensor_dtype
+    lib["tensor_type_of"] = tensor_type_of
     lib["shape_of"] = shape_of
     lib["rank_of"] = rank_of
     lib["static_shape_of"] = static_shape_of
