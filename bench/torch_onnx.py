@@ -95,18 +95,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     opts = ap.parse_args(argv)
 
-    import torch
-
     import models
+    import torch
 
     torch.set_num_threads(1)
     rows = []
     for name in opts.models.split(","):
         module, args = models.FACTORIES[name]()
         row: dict[str, Any] = {"model": name}
-        for key, fn in (("amanda", lambda: _amanda(module, args)),
-                        ("dynamo", lambda: _torch_onnx(module, args, True)),
-                        ("torchscript", lambda: _torch_onnx(module, args, False))):
+        for key, fn in (("amanda", lambda m=module, a=args: _amanda(m, a)),
+                        ("dynamo", lambda m=module, a=args: _torch_onnx(m, a, True)),
+                        ("torchscript", lambda m=module, a=args: _torch_onnx(m, a, False))):
             try:
                 seconds, model = _best(fn, opts.repeat)
                 nodes, non_const = _nodes(model)
