@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gc
 import json
 import multiprocessing as mp
 import os
@@ -253,6 +254,8 @@ def samples_of(info: Any, count: int) -> list[Any]:
         close = getattr(gen, "close", None)
         if close is not None:
             close()  # now, not while torch.export traces (its grad-mode context would be traced)
+        del gen
+        gc.collect()  # generators the sample generator nested are closed here too
     return out
 
 
