@@ -1013,6 +1013,28 @@ def avgpool_divisor(x_shape: Any, window: dict[str, Any] | None, dtype: str = "f
     return share.reshape([1, *[int(o) for o in window["out"]], 1]).astype(dtype)
 
 
+__all__ += ["unsqueeze_plan"]
+
+
+def unsqueeze_plan(axes: Any, rank: int) -> dict[str, np.ndarray] | None:
+    """ONNX Unsqueeze of a rank-``rank`` tensor at ``axes`` (of the output) as a run-time shape: the input's sizes
+    scattered to ``indices`` (int64 ``[rank, 1]``) of a zero vector of ``size`` (``[rank + len(axes)]``), plus
+    ``ones`` (1 at the new axes); None when an axis repeats or is out of range."""
+    values = [int(v) for v in np.asarray(axes).reshape(-1)]
+    out_rank = rank + len(values)
+    try:
+        new = normalize_axes(values, out_rank)
+    except ValueError:
+        return None
+    if len(set(new)) != len(new):
+        return None
+    keep = [j for j in range(out_rank) if j not in new]
+    ones = np.zeros(out_rank, np.int64)
+    ones[new] = 1
+    return {"indices": np.asarray(keep, np.int64).reshape(-1, 1), "size": np.asarray([out_rank], np.int64),
+            "ones": ones}
+
+
 # --------------------------------------------------------------------------- end of ONNX -> TensorFlow conversions
 
 
