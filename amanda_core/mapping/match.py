@@ -21,8 +21,8 @@ Why an anchor did not match (:meth:`Matcher.why_not`, ``amanda convert --explain
 with a recorder switched on, which keeps the reason of the failed check that got furthest (most pattern ops
 bound; at equal progress, the first one met), as a :class:`MissReason` of one kind: ``namespace``, ``taken``,
 ``type``, ``name``, ``attribute``, ``const``, ``port``, ``port type``, ``containment``, ``edge``, ``commutative
-order``, ``expression`` or ``where``.  Without the recorder the search does no extra work beyond one ``is None``
-test at a failed check.
+order``, ``expression`` or ``where``.  Without the recorder a failed check costs one ``is None`` test more and
+builds no message.
 """
 
 from __future__ import annotations
@@ -170,8 +170,8 @@ def _spec_text(spec: ValueSpec) -> str:
     if spec.kind == "var":
         return f"${spec.value}"
     if spec.kind == "expr":
-        src = getattr(spec.value, "source", None)
-        return "${" + str(src if src is not None else spec.text).strip() + "}"
+        src = str(getattr(spec.value, "source", None) or spec.text).strip()
+        return src if src.startswith("${") else "${" + src + "}"
     return repr(spec.value)
 
 
@@ -197,12 +197,11 @@ class _Search:
         self.why: _Why | None = None
         """The recorder of failures, set only while :meth:`Matcher.why_not` runs."""
 
-    def miss(self, m: Match, stage: int, kind: str, message: str, key: str | None, op: Op | None) -> bool:
-        """Record a failed check (when tracing) and return False."""
-        why = self.why
-        if why is not None:
-            why.note((len(m.ops), stage), kind, message, key, op)
-        return False
+    def miss(self, m: Match, stage: int, kind: str, message: str, key: str | None, op: Op | None) -> None:
+        """Record a failed check; called only when tracing (``self.why`` set), so that a search no one asks to
+        explain builds no message."""
+        assert self.why is not None
+        self.why.note((len(m.ops), stage), kind, message, key, op)
 
     def schema(self, op: Op) -> OpSchema | None:
         try:
@@ -215,21 +214,33 @@ class _Search:
     def op_fits(self, op: Op, pat: OpPattern, m: Match, deferred: list[tuple[ValueSpec, Any, Op]]) -> bool:
         key = pat.key
         if op.graph is not self.graph:
-            return self.miss(m, 0, "containment", f"{op.name} is in another graph", key, op)
+            if self.why is not None:
+                self.miss(m, 0, "containment", f"{op.name} is in another graph", key, op)
+            return False
         if self.taken(op):
-            return self.miss(m, 0, "taken", f"{op.name} was already taken by an earlier match of this pass",
-                             key, op)
+            if self.why is not None:
+                self.miss(m, 0, "taken", f"{op.name} was already taken by an earlier match of this pass",
+                                 key, op)
+            return False
         if not self.ctx.in_namespace(op):
-            return self.miss(m, 0, "namespace", f"{op.name} is not in the table's source namespace", key, op)
+            if self.why is not None:
+                self.miss(m, 0, "namespace", f"{op.name} is not in the table's source namespace", key, op)
+            return False
         if any(o is op for o in m.ops.values()):
-            return self.miss(m, 0, "edge", f"{key} would be {op.name}, already bound to another op pattern",
-                             key, op)
+            if self.why is not None:
+                self.miss(m, 0, "edge", f"{key} would be {op.name}, already bound to another op pattern",
+                                 key, op)
+            return False
         if pat.type is not None and not self.value_fits(pat.type, op.type, op, m, deferred):
-            return self.miss(m, 0, "type", f"{key}: {op.name} is a {op.type}, not {self.wanted(pat.type, m)}",
-                             key, op)
+            if self.why is not None:
+                self.miss(m, 0, "type", f"{key}: {op.name} is a {op.type}, not {self.wanted(pat.type, m)}",
+                                 key, op)
+            return False
         if pat.name is not None and not self.value_fits(pat.name, op.name, op, m, deferred):
-            return self.miss(m, 0, "name", f"{key}: the name {op.name!r} is not {self.wanted(pat.name, m)}",
-                             key, op)
+            if self.why is not None:
+                self.miss(m, 0, "name", f"{key}: the name {op.name!r} is not {self.wanted(pat.name, m)}",
+                                 key, op)
+            return False
         if pat.attrs:
             schema = self.schema(op)
             for name, spec in pat.attrs.items():
@@ -241,13 +252,17 @@ class _Search:
                         if spec.kind == "expr":
                             value = None
                         else:
-                            return self.miss(m, 0, "attribute", f"{key}: {op.name} has no attribute {name} and "
-                                             "its schema gives no default", key, op)
+                            if self.why is not None:
+                                self.miss(m, 0, "attribute", f"{key}: {op.name} has no attribute {name} and "
+                                                 "its schema gives no default", key, op)
+                            return False
                     else:
                         value = a.default
                 if not self.value_fits(spec, value, op, m, deferred):
-                    return self.miss(m, 0, "attribute", f"{key}: attribute {name} of {op.name} is {_short(value)}"
-                                     f", not {self.wanted(spec, m)}", key, op)
+                    if self.why is not None:
+                        self.miss(m, 0, "attribute", f"{key}: attribute {name} of {op.name} is {_short(value)}"
+                                         f", not {self.wanted(spec, m)}", key, op)
+                    return False
         if pat.consts and not self.consts_fit(op, pat, m, deferred):
             return False
         for plist, kind in ((pat.inputs, "in"), (pat.outputs, "out")):
@@ -269,11 +284,15 @@ class _Search:
         for name, spec in pat.consts.items():
             value = const_input(op, name, self.schema(op), self.ctx.constant_of)
             if value is NOT_CONSTANT:
-                return self.miss(m, 0, "const", f"{pat.key}: input {name} of {op.name} is not fed by a constant",
-                                 pat.key, op)
+                if self.why is not None:
+                    self.miss(m, 0, "const", f"{pat.key}: input {name} of {op.name} is not fed by a constant",
+                                     pat.key, op)
+                return False
             if not self.value_fits(spec, value, op, m, deferred):
-                return self.miss(m, 0, "const", f"{pat.key}: constant input {name} of {op.name} is "
-                                 f"{_short(value)}, not {self.wanted(spec, m)}", pat.key, op)
+                if self.why is not None:
+                    self.miss(m, 0, "const", f"{pat.key}: constant input {name} of {op.name} is "
+                                     f"{_short(value)}, not {self.wanted(spec, m)}", pat.key, op)
+                return False
         return True
 
     def body_fits(self, op: Op, pat: OpPattern, m: Match) -> bool:
@@ -282,7 +301,9 @@ class _Search:
         body = op.body
         assert pat.body is not None
         if body is None:
-            return self.miss(m, 0, "containment", f"{pat.key}: {op.name} holds no body", pat.key, op)
+            if self.why is not None:
+                self.miss(m, 0, "containment", f"{pat.key}: {op.name} holds no body", pat.key, op)
+            return False
         index = type_index(body)
         matcher = Matcher(body, pat.body, attrs.evolve(self.ctx, in_namespace=lambda o: True), self.rule, index)
         first: Op | None = None
@@ -293,8 +314,10 @@ class _Search:
                 continue
             for name, value in inner.values.items():
                 if name in m.values and not values_equal(m.values[name], value):
-                    return self.miss(m, 0, "containment", f"{pat.key}: the body of {op.name} captures ${name} = "
-                                     f"{_short(value)}, but it is {_short(m.values[name])} outside", pat.key, op)
+                    if self.why is not None:
+                        self.miss(m, 0, "containment", f"{pat.key}: the body of {op.name} captures ${name} = "
+                                         f"{_short(value)}, but it is {_short(m.values[name])} outside", pat.key, op)
+                    return False
             m.values.update(inner.values)
             m.inner[pat.key] = inner
             return True
@@ -302,8 +325,9 @@ class _Search:
             inner_why = matcher.why_not(first) if first is not None else None
             detail = (f"from {first.name}: {inner_why}" if first is not None and inner_why is not None
                       else "no op of the nested pattern's anchor type")
-            self.miss(m, 0, "containment", f"{pat.key}: the nested pattern does not match in the body of "
-                      f"{op.name} ({detail})", pat.key, op)
+            if self.why is not None:
+                self.miss(m, 0, "containment", f"{pat.key}: the nested pattern does not match in the body of "
+                          f"{op.name} ({detail})", pat.key, op)
         return False
 
     def value_fits(self, spec: ValueSpec, value: Any, op: Op, m: Match, deferred: list[tuple[ValueSpec, Any, Op]]
@@ -336,8 +360,10 @@ class _Search:
                 name = pp.name if pp.name is not None else pp.var
                 members = group_ports(op, pp.name or "", kind, schema) if pp.name else list(ports)[pp.position:]
                 if not members and not pp.optional:
-                    return self.miss(m, 0, "port", f"{pat.key}: {op.name} has no {kind}put ports in group "
-                                     f"{name}*", pat.key, op)
+                    if self.why is not None:
+                        self.miss(m, 0, "port", f"{pat.key}: {op.name} has no {kind}put ports in group "
+                                         f"{name}*", pat.key, op)
+                    return False
                 if pp.var:
                     m.groups[pp.var] = members
                 m.portmap[(pat.key, kind, f"{name}*")] = members[0] if members else None  # type: ignore[assignment]
@@ -352,11 +378,15 @@ class _Search:
                 if pp.optional:
                     continue
                 what = pp.name if pp.name is not None else f"#{pp.position} (${pp.var})"
-                return self.miss(m, 0, "port", f"{pat.key}: {op.name} has no {kind}put port {what}", pat.key, op)
+                if self.why is not None:
+                    self.miss(m, 0, "port", f"{pat.key}: {op.name} has no {kind}put port {what}", pat.key, op)
+                return False
             if pp.var is not None:
                 if pp.var in m.ports and m.ports[pp.var] is not port:
-                    return self.miss(m, 0, "port", f"{pat.key}: port ${pp.var} was bound to another port before",
-                                     pat.key, op)
+                    if self.why is not None:
+                        self.miss(m, 0, "port", f"{pat.key}: port ${pp.var} was bound to another port before",
+                                         pat.key, op)
+                    return False
                 m.ports[pp.var] = port
             if pp.name is not None:
                 m.portmap[(pat.key, kind, pp.name)] = port
@@ -364,11 +394,15 @@ class _Search:
                 dtype = self.ctx.parse_dtype(port) if port.dtype is not None else None
                 if pp.dtype.kind == "literal":
                     if str(port.dtype) != str(pp.dtype.value):
-                        return self.miss(m, 0, "port type", f"{pat.key}: port {port.name} of {op.name} is "
-                                         f"{port.dtype}, not {pp.dtype.value}", pat.key, op)
+                        if self.why is not None:
+                            self.miss(m, 0, "port type", f"{pat.key}: port {port.name} of {op.name} is "
+                                             f"{port.dtype}, not {pp.dtype.value}", pat.key, op)
+                        return False
                 elif not self.value_fits(pp.dtype, dtype, op, m, deferred):
-                    return self.miss(m, 0, "port type", f"{pat.key}: port {port.name} of {op.name} is "
-                                     f"{port.dtype}, not {self.wanted(pp.dtype, m)}", pat.key, op)
+                    if self.why is not None:
+                        self.miss(m, 0, "port type", f"{pat.key}: port {port.name} of {op.name} is "
+                                         f"{port.dtype}, not {self.wanted(pp.dtype, m)}", pat.key, op)
+                    return False
         return True
 
     # -- edges
@@ -404,7 +438,8 @@ class _Search:
             if b in a.control_outputs:
                 yield from self.edges_fit(m, rest)
             else:
-                self.miss(m, -1, "edge", f"{e}: no control edge from {a.name} to {b.name}", e.dst.op, b)
+                if self.why is not None:
+                    self.miss(m, -1, "edge", f"{e}: no control edge from {a.name} to {b.name}", e.dst.op, b)
             return
         srcs = self.end_ports(m, e.src.op, e.src.port, e.src.port_var, "out", e.src.group)
         dsts = self.end_ports(m, e.dst.op, e.dst.port, e.dst.port_var, "in", e.dst.group)
@@ -413,8 +448,9 @@ class _Search:
                                                         for s, d in zip(srcs, dsts)):
                 yield from self.edges_fit(m, rest)
             else:
-                self.miss(m, -1, "edge", f"{e}: the ports of {a.name} ({len(srcs)}) do not feed those of {b.name} "
-                          f"({len(dsts)}) one to one", e.dst.op, b)
+                if self.why is not None:
+                    self.miss(m, -1, "edge", f"{e}: the ports of {a.name} ({len(srcs)}) do not feed those of {b.name} "
+                              f"({len(dsts)}) one to one", e.dst.op, b)
             return
         used = set(id(p) for p in m.portmap.values() if isinstance(p, InputPort))
         fed_but_used = False
@@ -541,8 +577,9 @@ class _Search:
                     raise _with_rule(e, self.rule, m) from None
                 if not ok:
                     key = next((k for k, o in m.ops.items() if o is op), None)
-                    self.miss(m, 1, "expression", f"{key}: {_spec_text(spec)} is false for {op.name} (value "
-                              f"{_short(value)})", key, op)
+                    if self.why is not None:
+                        self.miss(m, 1, "expression", f"{key}: {_spec_text(spec)} is false for {op.name} (value "
+                                  f"{_short(value)})", key, op)
                     return
             if self.pattern.where is not None:
                 env.pop("value", None)
@@ -550,8 +587,9 @@ class _Search:
                 env["op"] = OpView(last, self.ctx.parse_dtype)
                 try:
                     if not self.pattern.where.evaluate(env):
-                        self.miss(m, 2, "where", f"where {self.pattern.where.source.strip()!r} is false for "
-                                  f"{m.describe()}", None, None)
+                        if self.why is not None:
+                            self.miss(m, 2, "where", f"where {self.pattern.where.source.strip()!r} is false for "
+                                      f"{m.describe()}", None, None)
                         return
                 except ExpressionError as e:
                     raise _with_rule(e, self.rule, m) from None
