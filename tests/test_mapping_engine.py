@@ -20,6 +20,7 @@ from amanda_core.mapping import (
     unfuse,
 )
 from amanda_core.mapping.match import MatchContext
+from amanda_core.mapping.table import TableError
 from amanda_core.namespace import validate
 from amanda_core.serialization import dump_graph, load_graph
 
@@ -595,7 +596,20 @@ table:
 """)
     g = chain_graph(["Relu", "Transpose", "Transpose", "Relu"])
     assert apply_table(g, t, registry()).matches == 0 and len(g) == 4
-    with pytest.raises(Exception, match="either 'ops' and 'edges' or a 'query'"):
+    # the same rule with a condition that holds: the pair goes, the Relus are joined
+    t_true = table("""\
+table:
+  src: amanda/toy/1
+  dst: amanda/toy/1
+  rules:
+    drop_pairs:
+      src: {query: "Transpose#a -> Transpose#b", where: "${a.attrs['perm'] == [1, 0]}"}
+      dst: {remove: true}
+""")
+    assert apply_table(g, t_true, registry()).matches == 1
+    assert list(g.ops) == ["relu0", "relu3"]
+    assert g.ops["relu3"].input_ports["x"].source is g.ops["relu0"].output_ports["y"]
+    with pytest.raises(TableError, match="either 'ops' and 'edges' or a 'query'"):
         table("""\
 table:
   src: amanda/toy/1

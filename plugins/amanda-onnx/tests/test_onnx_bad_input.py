@@ -6,7 +6,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import amanda_onnx
-from amanda_core import FormatError, GraphCycleError, GraphError
+from amanda_core import AmandaError, FormatError, GraphCycleError, GraphError
 
 
 def fvi(name, shape=None):
@@ -181,5 +181,15 @@ def test_not_a_model_object():
         amanda_onnx.load_model(12)
 
 
-def test_errors_are_amanda_errors():
-    assert issubclass(FormatError, Exception) and issubclass(GraphCycleError, GraphError)
+def test_errors_are_amanda_errors(tmp_path):
+    # what bad input raises is an AmandaError, which the command line prints as one line (a plain Exception
+    # would be reported as an internal error)
+    path = tmp_path / "cut.onnx"
+    path.write_bytes(good_model().SerializeToString()[:20])
+    cycle = model_of([helper.make_node("Relu", ["b"], ["a"], name="na"),
+                      helper.make_node("Neg", ["a"], ["b"], name="nb")], [fvi("x")], [fvi("b")])
+    for bad, kind in ((path, FormatError), (cycle, GraphCycleError)):
+        with pytest.raises(AmandaError) as e:
+            amanda_onnx.load_model(bad)
+        assert type(e.value) is kind and isinstance(e.value, AmandaError)
+    assert issubclass(GraphCycleError, GraphError) and not issubclass(AmandaError, (TypeError, ValueError))
