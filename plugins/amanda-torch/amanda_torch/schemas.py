@@ -36,6 +36,8 @@ cached schema import no torch.
 
 from __future__ import annotations
 
+import functools
+
 __all__ = [
     "FAMILY",
     "SCHEMA_VERSION",
@@ -88,8 +90,10 @@ TYPE_SYSTEM = "torch"
 # --------------------------------------------------------------------------- versions
 
 
+@functools.lru_cache(maxsize=1)
 def installed_torch_version() -> str | None:
-    """The installed torch distribution's version (``2.13.0+cpu``), read without importing torch."""
+    """The installed torch distribution's version (``2.13.0+cpu``), read without importing torch (once per process:
+    reading package metadata takes milliseconds, and the registry asks on every namespace lookup)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
