@@ -118,3 +118,13 @@ def test_avgpool_divisor() -> None:
     assert share[0, 0, 0, 0] == pytest.approx(4 / 9) and share[0, 0, 1, 0] == pytest.approx(6 / 9)
     assert share[0, 1, 1, 0] == pytest.approx(1.0)
     assert ac.avgpool_divisor([1, 1, None, 3], ac.onnx_tf_window([1, 1, None, 3], [3, 3])) is None
+
+
+def test_unsqueeze_plan() -> None:
+    plan = ac.unsqueeze_plan([0, -1], 2)
+    assert plan["indices"].reshape(-1).tolist() == [1, 2] and plan["size"].tolist() == [4]
+    assert plan["ones"].tolist() == [1, 0, 0, 1]
+    shape = np.zeros(4, np.int64)
+    shape[plan["indices"].reshape(-1)] = [5, 6]
+    assert (shape + plan["ones"]).tolist() == [1, 5, 6, 1]
+    assert ac.unsqueeze_plan([1, 1], 2) is None and ac.unsqueeze_plan([7], 2) is None

@@ -25,7 +25,9 @@ BENCH = Path(__file__).resolve().parents[3] / "bench" / "onnx_node_suite_tf.py"
 
 MODULES = ["add", "sub", "mul", "div", "abs", "relu", "sigmoid", "tanh", "exp", "cast", "where", "xor", "pow",
            "elu", "leakyrelu", "equal", "max", "gemm", "matmul", "reshape", "flatten", "unsqueeze", "transpose",
-           "concat", "gather", "softmax", "reducemax", "mod"]
+           "concat", "gather", "softmax", "reducemax", "mod", "constant", "constantofshape", "slice", "expand",
+           "tile", "split", "pad", "argmax", "topk", "cumsum", "einsum", "clip", "prelu", "hardsigmoid", "conv",
+           "globalaveragepool", "batch_normalization", "layernormalization", "castlike", "shape"]
 
 CONVERTS = ["test_add", "test_add_bcast", "test_sub", "test_mul_bcast", "test_div", "test_abs", "test_relu",
             "test_sigmoid", "test_tanh", "test_exp", "test_cast_FLOAT_to_DOUBLE", "test_cast_DOUBLE_to_FLOAT",
@@ -34,11 +36,21 @@ CONVERTS = ["test_add", "test_add_bcast", "test_sub", "test_mul_bcast", "test_di
             "test_gemm_default_no_bias", "test_matmul_3d", "test_reshape_reordered_all_dims",
             "test_flatten_axis0", "test_unsqueeze_axis_0", "test_transpose_default", "test_concat_2d_axis_0",
             "test_gather_0", "test_gather_negative_indices", "test_softmax_axis_2",
-            "test_reduce_max_default_axes_keepdim_example"]
+            "test_reduce_max_default_axes_keepdim_example", "test_constant", "test_constantofshape_int_zeros",
+            "test_slice", "test_slice_neg_steps", "test_slice_default_axes", "test_expand_dim_changed", "test_tile",
+            "test_split_equal_parts_1d_opset18", "test_split_variable_parts_2d_opset18",
+            "test_argmax_keepdims_example", "test_top_k", "test_cumsum_1d_reverse_exclusive", "test_einsum_transpose",
+            "test_clip", "test_clip_default_min", "test_prelu_broadcast", "test_hardsigmoid",
+            "test_conv_with_strides_padding", "test_conv_with_autopad_same", "test_globalaveragepool",
+            "test_batchnorm_epsilon", "test_layer_normalization_4d_axis1", "test_castlike_FLOAT_to_DOUBLE",
+            "test_shape_start_1_end_negative_1", "test_softmax_axis_0", "test_softmax_axis_0_expanded",
+            "test_reshape_zero_dim"]
 """Cases the tables convert (each must convert and pass)."""
 
-REFUSED = ["test_elu", "test_softmax_axis_0"]
-"""Cases no rule converts exactly (ELU with alpha != 1, Softmax over a leading axis): refused, never wrong."""
+REFUSED = ["test_elu", "test_argmax_keepdims_example_select_last_index", "test_edge_pad",
+           "test_einsum_inner_prod"]
+"""Cases no rule converts exactly (ELU with alpha != 1, ArgMax with select_last_index, edge padding, an Einsum
+with an implicit output): refused, never wrong."""
 
 
 @pytest.fixture(scope="module")
