@@ -188,3 +188,15 @@ def test_graph_passes_run_after_the_tables_they_name_and_explain_says_what_they_
 
     with pytest.raises(ConversionError, match="graph pass 'broken' .after table 'toy-to-other'. failed: ValueError"):
         convert(relu_graph(), "amanda/other/1", [t], reg(), passes=[GraphPass("broken", ("toy-to-other",), broken)])
+
+
+def test_a_new_op_that_takes_over_a_value_takes_its_type_too():
+    """A new op whose output replaces a matched op's (by position, or by a mapper edge) carries the same value, so
+    it gets that value's type, written in the target family's system."""
+    for dst in ({"ops": {"r2": {"type": "ReLU"}}},
+                {"ops": {"r2": {"type": "ReLU"}}, "edges": ["$r.x -> r2.features", "r2.activations -> $r.y"]}):
+        g = relu_graph()
+        t = table_from_dict({"table": {"name": "t", "src": "amanda/toy/1", "dst": "amanda/other/1", "rules": {
+            "relu": {"src": {"ops": {"$r": {"type": "Relu"}}}, "dst": dst}}}})
+        apply_table(g, t, reg())
+        assert g.ops["r2"].output_ports[0].dtype == "Float(N, 3)", dst

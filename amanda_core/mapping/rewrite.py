@@ -616,6 +616,9 @@ class _Applier:
                     if kind == "in":
                         self.g.connect(src, tgt, replace=True)  # type: ignore[arg-type]
                     else:
+                        made = src.op is not None and (src.op in self.new.values() or src.op in self.kept.values())
+                        if made and src.dtype is None and tgt.dtype is not None:
+                            src.dtype = tgt.dtype  # the same value: later rules (and exporters) see its type
                         self.g.replace_all_uses(tgt, src)  # type: ignore[arg-type]
                 except GraphError as err:
                     raise self.fail(f"edge {e}: {err}") from None
@@ -632,7 +635,7 @@ class _Applier:
                                 f"{len(new_in)} input port(s); say where it goes with a mapper edge")
             self.g.connect(p.source, new_in[i], replace=True)
         for j, q in enumerate(r.output_ports):
-            if j < len(new_out) and self.ctx.same_family and q.dtype is not None and new_out[j].dtype is None:
+            if j < len(new_out) and q.dtype is not None and new_out[j].dtype is None:  # the same value
                 new_out[j].dtype = q.dtype
             if not q.consumers:
                 continue
