@@ -76,33 +76,35 @@ def test_numpy_conversions():
 
 # --------------------------------------------------------------------------- dtype strings
 
-ROUND_TRIP = [
-    "tensor(float)",
-    "tensor(float)[1,3,N,?]",
-    "tensor(int64)[]",
-    "tensor(bfloat16)[2, 3]",
-    "tensor(float8e5m2fnuz)[?]",
-    "tensor(float)[-1,batch.size]",
-    'tensor(float)["batch size",3,"?","s0 + 1"]',
-    "sparse_tensor(float)[100,100]",
-    "seq(tensor(int64))",
-    "seq(tensor(int64)[N])",
-    "map(string, tensor(float))",
-    "map(int64,tensor(float))",
-    "map(string, float)",
-    "seq(map(int64, float))",
-    "optional(tensor(float))",
-    "optional(seq(tensor(uint4)))",
-    "opaque(com.example,Blob)",
-    "opaque(Blob)",
-    "float",
-    "  tensor ( float ) [ 1 , N ]  ",
+ROUND_TRIP = [  # text, then what it parses to: kind, element type, shape, the inner type (seq, map, optional)
+    ("tensor(float)", "tensor", "float", None, None),
+    ("tensor(float)[1,3,N,?]", "tensor", "float", (1, 3, "N", None), None),
+    ("tensor(int64)[]", "tensor", "int64", (), None),
+    ("tensor(bfloat16)[2, 3]", "tensor", "bfloat16", (2, 3), None),
+    ("tensor(float8e5m2fnuz)[?]", "tensor", "float8e5m2fnuz", (None,), None),
+    ("tensor(float)[-1,batch.size]", "tensor", "float", (-1, "batch.size"), None),
+    ('tensor(float)["batch size",3,"?","s0 + 1"]', "tensor", "float", ("batch size", 3, "?", "s0 + 1"), None),
+    ("sparse_tensor(float)[100,100]", "sparse_tensor", "float", (100, 100), None),
+    ("seq(tensor(int64))", "seq", None, None, "tensor(int64)"),
+    ("seq(tensor(int64)[N])", "seq", None, None, "tensor(int64)"),
+    ("map(string, tensor(float))", "map", None, None, "tensor(float)"),
+    ("map(int64,tensor(float))", "map", None, None, "tensor(float)"),
+    ("map(string, float)", "map", None, None, "tensor(float)"),
+    ("seq(map(int64, float))", "seq", None, None, "map(int64, tensor(float))"),
+    ("optional(tensor(float))", "optional", None, None, "tensor(float)"),
+    ("optional(seq(tensor(uint4)))", "optional", None, None, "seq(tensor(uint4))"),
+    ("opaque(com.example,Blob)", "opaque", None, None, None),
+    ("opaque(Blob)", "opaque", None, None, None),
+    ("float", "tensor", "float", (), None),
+    ("  tensor ( float ) [ 1 , N ]  ", "tensor", "float", (1, "N"), None),
 ]
 
 
-@pytest.mark.parametrize("text", ROUND_TRIP)
-def test_dtype_parse_round_trips(text):
+@pytest.mark.parametrize("text,kind,elem_type,shape,inner", ROUND_TRIP)
+def test_dtype_parse_round_trips(text, kind, elem_type, shape, inner):
     t = parse_dtype(text)
+    assert (t.kind, t.elem_type, t.shape) == (kind, elem_type, shape)
+    assert (t.inner.canonical if getattr(t, "inner", None) is not None else None) == inner
     assert str(t) == text
     assert TS.parse_dtype(text) == t
     again = parse_dtype(t.format())
@@ -194,7 +196,7 @@ def test_type_proto_conversions():
     assert dtype_from_type_proto(sp) == "sparse_tensor(double)[4,4]"
     assert dtype_from_type_proto(onnx.TypeProto()) is None
     assert dtype_from_type_proto(onnx.helper.make_tensor_type_proto(0, [1])) is None
-    for text in ROUND_TRIP:
+    for text, *_ in ROUND_TRIP:
         if text.startswith("opaque"):
             continue
         proto = type_proto_from_dtype(text)

@@ -80,9 +80,58 @@ OTHER_TEXTS = [
 ]
 
 
-@pytest.mark.parametrize("text", SEED_TEXTS + OTHER_TEXTS)
-def test_value_type_round_trip(text):
+PARSED = [  # text, then what it parses to: kind, element dtype, sizes (None: unknown rank, or not a tensor)
+    ('Float(1, 784)', 'TensorType', 'float32', [1, 784]),
+    ('Float(100, 784)', 'TensorType', 'float32', [100, 784]),
+    ('Float(784, 100)', 'TensorType', 'float32', [784, 100]),
+    ('Float(1, 100)', 'TensorType', 'float32', [1, 100]),
+    ('Float(1, 784, strides=[784, 1], requires_grad=0, device=cpu)', 'TensorType', 'float32', [1, 784]),
+    ('Long()', 'TensorType', 'int64', []),
+    ('Long(requires_grad=0, device=cpu)', 'TensorType', 'int64', []),
+    ('Tensor', 'TensorType', None, None),
+    ('Float', 'TensorType', 'float32', None),
+    ('Tensor(2, 3)', 'TensorType', None, [2, 3]),
+    ('int', 'IntType', 'int64', None),
+    ('int[]', 'ListType', None, None),
+    ('Float(*, 784)', 'TensorType', 'float32', [None, 784]),
+    ('Float(SS(-3), 784)', 'TensorType', 'float32', [None, 784]),
+    ('(Tensor, Tensor)', 'TupleType', None, None),
+    ('Tensor?', 'OptionalType', None, None),
+    ('Tensor[]', 'ListType', None, None),
+    ('Tensor?[]', 'ListType', None, None),
+    ('Dict(str, Tensor)', 'DictType', None, None),
+    ('Future[Tensor]', 'FutureType', None, None),
+    ('Future(int)', 'FutureType', None, None),
+    ('Union(Tensor, int)', 'UnionType', None, None),
+    ('NoneType', 'NoneType', None, None),
+    ('Device', 'DeviceObjType', None, None),
+    ('str', 'StringType', None, None),
+    ('bool', 'BoolType', 'bool', None),
+    ('float', 'FloatType', 'float64', None),
+    ('(Float(2, 2, strides=[2, 1], requires_grad=0, device=cpu), Tensor[])', 'TupleType', None, None),
+    ('Float(2, 3, strides=[3, 1], requires_grad=1, device=cuda:0)', 'TensorType', 'float32', [2, 3]),
+    ('Float(2)[Undefined]', 'TensorType', 'float32', [2]),
+    ('__torch__.torch.nn.modules.container.Sequential', 'ClassType', None, None),
+    ('Enum<__torch__.Color>', 'EnumType', None, None),
+    ('Half(1, 3)', 'TensorType', 'float16', [1, 3]),
+    ('BFloat16(4)', 'TensorType', 'bfloat16', [4]),
+    ('((int, int), Tensor)', 'TupleType', None, None),
+    ('Dict(str, Tensor)[]', 'ListType', None, None),
+    ('int[]?', 'OptionalType', None, None),
+    ('Any', 'AnyType', None, None),
+    ('()', 'TupleType', None, None),
+]
+
+
+def test_every_value_type_text_has_its_parse_checked():
+    assert [row[0] for row in PARSED] == SEED_TEXTS + OTHER_TEXTS
+
+
+@pytest.mark.parametrize("text,kind,dtype,sizes", PARSED)
+def test_value_type_round_trip(text, kind, dtype, sizes):
     t = TS.parse_dtype(text)
+    assert (t.kind(), getattr(t, "dtype", None), t.sizes() if isinstance(t, TensorValueType) else None) == (
+        kind, dtype, sizes)
     assert str(t) == text
     assert TS.parse_dtype(t) is t
 
