@@ -11,8 +11,9 @@ For every size, on the same file, in the same run (best of ``--repeat``):
 * amanda:  ``amanda_onnx.load_model(path)`` (import) + ``amanda_onnx.save_model(graph, out)`` (export)
 * core IR: building the same graph (same ops, ports and edges) with ``Graph.add_op`` and ``Graph.connect``
   inside ``bulk_build`` and nothing else: what any importer that goes through the IR's public API pays
-* lean:    the least a round trip through the IR can cost on these models (:func:`lean_round_trip`): load, one
-  ``add_op`` per initializer and node, one NodeProto per op, save; nothing checked, only these models' fields
+* lean:    a reference, not a bound (:func:`lean_round_trip`): a minimal round trip through the IR written for
+  these models only: load, one ``add_op`` per initializer and node, one NodeProto per op, save; nothing checked,
+  only these models' fields (a cleverer minimal round trip could be faster)
 
 and prints the times, the ratios amanda/floor and amanda/onnx_ir, the scaling exponent (slope of log time over
 log nodes), and peak memory: each round trip runs in a fresh interpreter whose peak resident set size is
@@ -300,8 +301,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['amanda_export']:7.3f} {am:7.3f} {r['core_ir']:8.3f} {r['lean']:7.3f} | {am / floor:8.2f} "
               f"{am / ir:10.2f} {r['core_ir'] / floor:12.2f} {r['lean'] / floor:10.2f}")
     print("(seconds; floor = onnx.load + onnx.save; onnx_ir = onnx_ir.load + onnx_ir.save; amanda = import + "
-          "export; core IR = add_op + connect for the same graph; lean = the least a round trip through the IR "
-          "costs: load, one add_op per op, one NodeProto per op, save, nothing checked)")
+          "export; core IR = add_op + connect for the same graph; lean = a reference minimal round trip through "
+          "the IR for these models: load, one add_op per op, one NodeProto per op, save, nothing checked)")
     if len(results) > 1:
         ns = [r["nodes"] for r in results]
         print(f"scaling exponent (slope of log time over log nodes, all sizes): amanda "
