@@ -128,3 +128,12 @@ def test_unsqueeze_plan() -> None:
     shape[plan["indices"].reshape(-1)] = [5, 6]
     assert (shape + plan["ones"]).tolist() == [1, 5, 6, 1]
     assert ac.unsqueeze_plan([1, 1], 2) is None and ac.unsqueeze_plan([7], 2) is None
+
+
+def test_tensor_elem() -> None:
+    class Bad:
+        def canonical_dtype(self) -> str:
+            raise ValueError("seq(tensor(float)) is not a tensor type")
+
+    assert ac.tensor_elem(SimpleNamespace(dtype=Bad(), is_input=False)) is None
+    assert ac.tensor_elem(SimpleNamespace(dtype=None, is_input=False)) is None

@@ -806,8 +806,11 @@ __all__ += ["tf_const_dtype", "onnx_strided_slice", "onnx_pad_pairs", "onnx_tf_w
 def tf_const_dtype(value: Any) -> str | None:
     """The TensorFlow dtype name a ``Const`` holding ``value`` (a numpy array) takes (``object``/bytes arrays:
     ``string``); None when TensorFlow has no such element type."""
-    dtype = getattr(value, "dtype", None)
-    if dtype is None:
+    try:
+        dtype = np.dtype(getattr(value, "dtype", None))
+    except (KeyError, TypeError, ValueError):   # no dtype, or one numpy does not know
+        return None
+    if getattr(value, "dtype", None) is None:
         return None
     if dtype.kind in "OSU":
         return "string"
@@ -1033,6 +1036,18 @@ def unsqueeze_plan(axes: Any, rank: int) -> dict[str, np.ndarray] | None:
     ones[new] = 1
     return {"indices": np.asarray(keep, np.int64).reshape(-1, 1), "size": np.asarray([out_rank], np.int64),
             "ones": ones}
+
+
+__all__ += ["tensor_elem"]
+
+
+def tensor_elem(port: Any) -> str | None:
+    """:func:`value_elem` of a tensor value; None for a sequence, an optional or an unknown type (which
+    ``value_elem`` refuses with an error)."""
+    try:
+        return value_elem(port)
+    except (TypeError, ValueError):
+        return None
 
 
 # --------------------------------------------------------------------------- end of ONNX -> TensorFlow conversions
