@@ -481,6 +481,18 @@ def save_saved_model(graph: Graph, path: str) -> None:
             tf.saved_model.save(module, tmp, signatures={"serving_default": serve.get_concrete_function()})
         except (ValueError, TypeError, tf.errors.OpError) as e:
             raise AmandaError(f"{path}: TensorFlow cannot save the SavedModel: {_first_line(e)}") from None
+        record = graph.attrs.get("amanda_provenance")
+        if record is not None:  # what made it: an asset file of the SavedModel (the importer reads it back)
+            import json
+
+            os.makedirs(os.path.join(tmp, "assets"), exist_ok=True)
+            text = record if isinstance(record, str) else json.dumps(record, sort_keys=True, separators=(",", ":"))
+            with open(os.path.join(tmp, "assets", PROVENANCE_ASSET), "w", encoding="utf-8") as f:
+                f.write(text)
+
+
+PROVENANCE_ASSET = "amanda_provenance.json"
+"""The asset file of a SavedModel that records the conversion that wrote it (``amanda inspect`` shows it)."""
 
 
 def save_frozen(graph: Graph, path: str) -> Any:

@@ -309,6 +309,15 @@ def _saved_model(path: str, signature: str | None, inputs: Sequence[Any] | None)
         raise FormatError(f"{path}: no signature {name!r} in the SavedModel (signatures: "
                           f"{', '.join(sorted(sigs)) or 'none'})")
     graph = _from_concrete(sigs[name], inputs)
+    record = os.path.join(path, "assets", "amanda_provenance.json")
+    if os.path.isfile(record):  # written by Amanda's exporter: what made this SavedModel
+        import json
+
+        try:
+            with open(record, encoding="utf-8") as f:
+                graph.attrs["amanda_provenance"] = json.load(f)
+        except (OSError, ValueError):
+            pass  # not a record Amanda can read: leave it
     return graph
 
 

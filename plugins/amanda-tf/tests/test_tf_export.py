@@ -113,3 +113,17 @@ def test_function_bodies_become_library_functions():
     assert len(names) == len(gd.library.function) >= 4
     assert {n.name for n in gd.node if n.op == "Placeholder"} == {"x", "n"}
     assert [n.name for n in gd.node if n.op == "Identity"] == ["output_0"]
+
+
+def test_a_saved_model_records_what_made_it(tmp_path):
+    """The conversion's provenance goes into an asset file of the SavedModel, and the importer reads it back."""
+    fn, _inputs = models.cond_function()
+    graph = load_model(fn)
+    record = {"amanda": "0.1.0", "source": "amanda/onnx/18", "tables": [{"name": "onnx-to-tf", "hash": "sha256:00"}]}
+    graph.attrs["amanda_provenance"] = dict(record)
+    save_model(graph, str(tmp_path / "m.savedmodel"))
+    assert (tmp_path / "m.savedmodel" / "assets" / "amanda_provenance.json").is_file()
+    assert load_model(str(tmp_path / "m.savedmodel")).attrs["amanda_provenance"] == record
+    del graph.attrs["amanda_provenance"]
+    save_model(graph, str(tmp_path / "plain.savedmodel"))
+    assert "amanda_provenance" not in load_model(str(tmp_path / "plain.savedmodel")).attrs

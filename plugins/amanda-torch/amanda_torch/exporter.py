@@ -94,12 +94,28 @@ def export_program(graph: Graph, *, dims: Mapping[str, int] | None = None, stric
         raise AmandaError(f"torch.export cannot export the graph: {first}") from None
 
 
+PROVENANCE_FILE = "amanda_provenance.json"
+"""The extra file of a ``.pt2`` archive that records what made it (``amanda inspect`` shows it)."""
+
+
+def _provenance_text(graph: Graph) -> str | None:
+    """The provenance a conversion recorded in ``graph.attrs["amanda_provenance"]``, as compact sorted JSON."""
+    import json
+
+    record = graph.attrs.get("amanda_provenance")
+    if record is None:
+        return None
+    return record if isinstance(record, str) else json.dumps(record, sort_keys=True, separators=(",", ":"))
+
+
 def _save_pt2(graph: Graph, path: str, dims: Mapping[str, int] | None) -> Any:
     import torch
 
     program = export_program(graph, dims=dims)
     buffer = io.BytesIO()
-    torch.export.save(program, buffer)
+    record = _provenance_text(graph)
+    extra = {PROVENANCE_FILE: record} if record is not None else None
+    torch.export.save(program, buffer, extra_files=extra)
     with atomic_write(path, "wb") as f:
         f.write(buffer.getvalue())
     return program
@@ -117,8 +133,16 @@ def _save_py(graph: Graph, path: str, weights: str | None, class_name: str | Non
     program = lower(graph)
     name = class_name or str(graph.attrs.get("name") or "Model")
     source = module_source(program, weights_file, name, title=os.path.basename(path))
+    record = _provenance_text(graph)
+    if record is not None:  # what made the file, in a comment after the module's docstring and in the weights
+        head, sep, rest = source.partition('"""\n\n')
+        line = f"# amanda provenance: {record}\n"
+        source = f"{head}{sep}{line}{rest}" if sep else line + source
     compile(source, path, "exec")  # a generated module that does not parse is a bug here, not a file to leave
-    blob = save(weights_of(program), metadata={"format": "pt", "namespace": program.namespace})
+    metadata = {"format": "pt", "namespace": program.namespace}
+    if record is not None:
+        metadata["amanda.provenance"] = record
+    blob = save(weights_of(program), metadata=metadata)
     target = os.path.join(os.path.dirname(os.path.abspath(path)), weights_file)
     with atomic_write_many([path, target], "wb") as (py, st):
         py.write(source.encode("utf-8"))

@@ -94,8 +94,15 @@ def load_model(source: Any, *, inputs: Any = None, outputs: Sequence[Any] | None
         if not os.path.exists(path):
             raise TorchImportError("no such file", Location(path))
         if path.lower().endswith(".pt2"):
-            program = _load_pt2(path)
+            program, provenance = _load_pt2(path)
             graph = _import_program(program, None, outputs, path)
+            if provenance:
+                import json
+
+                try:
+                    graph.attrs["amanda_provenance"] = json.loads(provenance)
+                except ValueError:
+                    pass  # not a record Amanda wrote: leave it
         else:
             from .torchscript import import_script, load_script
 
@@ -117,11 +124,12 @@ def load_model(source: Any, *, inputs: Any = None, outputs: Sequence[Any] | None
                       "nn.Module, an ExportedProgram or a TorchScript module)")
 
 
-def _load_pt2(path: str) -> Any:
+def _load_pt2(path: str) -> tuple[Any, str]:
     import torch
 
+    extra = {"amanda_provenance.json": ""}  # filled in when the archive has it (a conversion by Amanda wrote it)
     try:
-        return torch.export.load(path)
+        return torch.export.load(path, extra_files=extra), extra["amanda_provenance.json"]
     except Exception as e:  # noqa: BLE001 - any failure of torch's reader is a bad file
         raise TorchImportError(f"not a .pt2 file this torch ({torch.__version__}) can load: {_short(e)}",
                                Location(path)) from None
