@@ -91,3 +91,12 @@ def test_a_wrong_result_is_told_from_a_right_one(bench: Any) -> None:
     assert "dtype" in bench.compare([want[0].astype(np.float64)], want)
     assert "shape" in bench.compare([want[0][:2]], want)
     assert "values differ" in bench.compare([np.array([1, 2])], [np.array([1, 3])])
+
+
+def test_the_torch_to_onnx_parts_check_against_both_schemas(tables: Any) -> None:
+    from amanda_core.mapping.check import check_table
+    from amanda_core.plugin import registry
+
+    (table,) = tables
+    errors, _ = check_table(table, registry().namespaces)
+    assert not errors, "\n".join(str(e) for e in errors)
