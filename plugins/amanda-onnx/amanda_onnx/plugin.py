@@ -11,6 +11,7 @@ from typing import Any
 
 from amanda_core import Exporter, Importer, Runner, TypeInferer, hookimpl
 from amanda_core.namespace import NamespaceProvider, TypeSystem
+from amanda_core.plugin import lazy
 
 from .common import is_model_proto
 from .schemas import FAMILY, namespace_providers
@@ -29,16 +30,8 @@ def amanda_namespaces() -> list[NamespaceProvider]:
     return list(namespace_providers())
 
 
-def _load(source: Any, **options: Any) -> Any:
-    from .importer import load_model
-
-    return load_model(source, **options)
-
-
-def _save(graph: Any, target: Any = None, **options: Any) -> Any:
-    from .exporter import save_model
-
-    return save_model(graph, target, **options)
+_load = lazy("amanda_onnx.importer:load_model")
+_save = lazy("amanda_onnx.exporter:save_model")
 
 
 @hookimpl
@@ -64,22 +57,9 @@ def amanda_mapping_tables() -> list[Any]:
     return list(tables())
 
 
-def _run(graph: Any, inputs: Any) -> Any:
-    from .runtime import run
-
-    return run(graph, inputs)
-
-
-def _run_each(graph: Any, inputs: Any, callback: Any, wanted: Any = None) -> Any:
-    from .runtime import run_each
-
-    return run_each(graph, inputs, callback, wanted)
-
-
-def _example_inputs(graph: Any, seed: int = 0, dims: Any = None) -> Any:
-    from .runtime import example_inputs
-
-    return example_inputs(graph, seed, dims)
+_run = lazy("amanda_onnx.runtime:run")
+_run_each = lazy("amanda_onnx.runtime:run_each")
+_example_inputs = lazy("amanda_onnx.runtime:example_inputs")
 
 
 @hookimpl
@@ -90,10 +70,7 @@ def amanda_runners() -> list[Runner]:
                    framework="onnxruntime", description="ONNX graphs on onnxruntime's CPU provider")]
 
 
-def _infer(graph: Any) -> int:
-    from .infer import infer_types
-
-    return infer_types(graph)
+_infer = lazy("amanda_onnx.infer:infer_types")
 
 
 @hookimpl

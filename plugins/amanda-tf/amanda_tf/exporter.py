@@ -14,8 +14,6 @@ import contextlib
 import hashlib
 import os
 import re
-import shutil
-import tempfile
 from typing import Any, Iterator
 
 import attrs
@@ -411,33 +409,12 @@ def _first_line(e: BaseException) -> str:
 
 @contextlib.contextmanager
 def _atomic_directory(path: str) -> Iterator[str]:
-    """A fresh temporary directory beside ``path``, moved to ``path`` when the block succeeds (an existing
-    ``path`` is replaced); removed on failure."""
-    try:
-        from amanda_core.serialization.files import atomic_directory  # type: ignore[attr-defined]
-    except ImportError:
-        atomic_directory = None
-    if atomic_directory is not None:
-        with atomic_directory(path) as tmp:
-            yield os.fspath(tmp)
-        return
-    target = os.path.abspath(path)
-    parent = os.path.dirname(target)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix="." + os.path.basename(target) + ".", suffix=".tmp", dir=parent)
-    try:
-        yield tmp
-        old = None
-        if os.path.exists(target):
-            old = tempfile.mkdtemp(prefix="." + os.path.basename(target) + ".", suffix=".old", dir=parent)
-            os.rmdir(old)
-            os.replace(target, old)
-        os.replace(tmp, target)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    """A fresh temporary directory beside ``path``, moved to ``path`` when the block succeeds; removed on failure
+    (:func:`amanda_core.serialization.files.atomic_directory`)."""
+    from amanda_core.serialization.files import atomic_directory
+
+    with atomic_directory(path) as tmp:
+        yield os.fspath(tmp)
 
 
 def _is_directory_target(path: str) -> bool:

@@ -17,6 +17,7 @@ from typing import Any
 from amanda_core import Exporter, GraphPass, Importer, Runner, hookimpl
 from amanda_core.namespace.registry import NamespaceProvider
 from amanda_core.namespace.types import TypeSystem
+from amanda_core.plugin import lazy
 
 from .namespace import TensorFlowNamespaces
 from .types import TFTypeSystem
@@ -48,16 +49,8 @@ def _accepts(source: Any) -> bool:
     return is_tf_program(source)
 
 
-def _load(source: Any, **options: Any) -> Any:
-    from .importer import load_model
-
-    return load_model(source, **options)
-
-
-def _save(graph: Any, target: Any = None, **options: Any) -> Any:
-    from .exporter import save_model
-
-    return save_model(graph, target, **options)
+_load = lazy("amanda_tf.importer:load_model")
+_save = lazy("amanda_tf.exporter:save_model")
 
 
 @hookimpl
@@ -78,22 +71,9 @@ def amanda_exporters() -> list[Exporter]:
                      description="TensorFlow: SavedModel directories (serving signature) and frozen .pb")]
 
 
-def _run(graph: Any, inputs: Any) -> Any:
-    from .runner import run
-
-    return run(graph, inputs)
-
-
-def _run_each(graph: Any, inputs: Any, callback: Any, wanted: Any = None) -> Any:
-    from .runner import run_each
-
-    return run_each(graph, inputs, callback, wanted)
-
-
-def _example_inputs(graph: Any, seed: int = 0, dims: Any = None) -> Any:
-    from .runner import example_inputs
-
-    return example_inputs(graph, seed, dims)
+_run = lazy("amanda_tf.runner:run")
+_run_each = lazy("amanda_tf.runner:run_each")
+_example_inputs = lazy("amanda_tf.runner:example_inputs")
 
 
 @hookimpl

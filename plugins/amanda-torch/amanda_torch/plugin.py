@@ -14,6 +14,7 @@ from typing import Any
 from amanda_core import Exporter, Importer, Runner, hookimpl
 from amanda_core.namespace.registry import NamespaceProvider
 from amanda_core.namespace.types import TypeSystem
+from amanda_core.plugin import lazy
 
 from .schemas import FAMILY, TorchNamespaces
 from .types import TorchTypeSystem
@@ -43,16 +44,8 @@ def _is_torch_object(obj: Any) -> bool:
     return is_torch_program(obj)
 
 
-def _load(source: Any, **options: Any) -> Any:
-    from .importer import load_model
-
-    return load_model(source, **options)
-
-
-def _save(graph: Any, target: Any = None, **options: Any) -> Any:
-    from .exporter import save_model
-
-    return save_model(graph, target, **options)
+_load = lazy("amanda_torch.importer:load_model")
+_save = lazy("amanda_torch.exporter:save_model")
 
 
 @hookimpl
@@ -71,22 +64,9 @@ def amanda_exporters() -> list[Exporter]:
                      description="PyTorch: .pt2 (torch.export) or a readable .py module with .safetensors weights")]
 
 
-def _run(graph: Any, inputs: Any) -> Any:
-    from .runner import run
-
-    return run(graph, inputs)
-
-
-def _run_each(graph: Any, inputs: Any, callback: Any, wanted: Any = None) -> Any:
-    from .runner import run_each
-
-    return run_each(graph, inputs, callback, wanted)
-
-
-def _example_inputs(graph: Any, seed: int = 0, dims: Any = None) -> Any:
-    from .runner import example_inputs
-
-    return example_inputs(graph, seed, dims)
+_run = lazy("amanda_torch.runner:run")
+_run_each = lazy("amanda_torch.runner:run_each")
+_example_inputs = lazy("amanda_torch.runner:example_inputs")
 
 
 @hookimpl
