@@ -137,3 +137,6 @@ def test_tensor_elem() -> None:
 
     assert ac.tensor_elem(SimpleNamespace(dtype=Bad(), is_input=False)) is None
     assert ac.tensor_elem(SimpleNamespace(dtype=None, is_input=False)) is None
+    assert ac.tensor_elem(SimpleNamespace(dtype="seq(tensor(float))", is_input=False)) is None
+    fed = SimpleNamespace(dtype=None, is_input=True, source=SimpleNamespace(dtype="float32[4,6]"))
+    assert ac.tensor_elem(fed) == "float32"

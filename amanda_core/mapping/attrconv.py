@@ -1042,12 +1042,21 @@ __all__ += ["tensor_elem"]
 
 
 def tensor_elem(port: Any) -> str | None:
-    """:func:`value_elem` of a tensor value; None for a sequence, an optional or an unknown type (which
+    """:func:`value_elem` of a tensor value, also when the value's dtype is text of another type system
+    (``float32[4,6]`` on a port a TF op wrote); None for a sequence, an optional or an unknown type (which
     ``value_elem`` refuses with an error)."""
     try:
-        return value_elem(port)
+        elem = value_elem(port)
     except (TypeError, ValueError):
-        return None
+        elem = None
+    if elem is not None:
+        return elem
+    # a dtype written by another type system (``float32[4,6]``, the text a TF op's port carries): its element name
+    text = getattr(port, "dtype", None)
+    if text is None and getattr(port, "is_input", False) and getattr(port, "source", None) is not None:
+        text = port.source.dtype
+    head = str(text).split("[", 1)[0] if text is not None else ""
+    return head if head in _TF_CONST_DTYPES else None
 
 
 # --------------------------------------------------------------------------- end of ONNX -> TensorFlow conversions
