@@ -27,7 +27,8 @@ BENCH = Path(__file__).resolve().parents[3] / "bench" / "onnx_torch.py"
 MODULES = ["add", "relu", "div", "mod", "pow", "where", "clip", "softmax", "gemm", "conv", "maxpool",
            "batch_normalization", "reshape", "transpose", "concat", "cast", "slice", "gather", "gatherelements",
            "scatterelements", "pad", "split", "rangeop", "constantofshape", "size", "trilu", "reducesum",
-           "negativeloglikelihoodloss", "depthtospace", "hardmax", "einsum"]
+           "negativeloglikelihoodloss", "depthtospace", "hardmax", "einsum", "topk", "lpnormalization",
+           "layernormalization"]
 
 CONVERTS = [
     # one op to one op, constant attributes
@@ -49,7 +50,9 @@ CONVERTS = [
     "test_scatter_elements_with_reduction_max", "test_size_example",
     # composite ops and their expansions into other ops
     "test_nllloss_NCd1d2_with_weight_reduction_mean", "test_nllloss_NC_expanded", "test_depthtospace_example",
-    "test_hardmax_axis_1", "test_einsum_batch_matmul",
+    "test_hardmax_axis_1", "test_einsum_batch_matmul", "test_layer_normalization_4d_axis1",
+    # equal values in increasing index order (torch's topk orders ties otherwise), K at run time
+    "test_top_k_same_values", "test_top_k_smallest", "test_maxpool_2d_same_upper", "test_l2normalization_axis_0",
 ]
 """Cases the tables convert (each must convert and pass)."""
 
