@@ -200,3 +200,23 @@ def test_a_new_op_that_takes_over_a_value_takes_its_type_too():
             "relu": {"src": {"ops": {"$r": {"type": "Relu"}}}, "dst": dst}}}})
         apply_table(g, t, reg())
         assert g.ops["r2"].output_ports[0].dtype == "Float(N, 3)", dst
+
+
+def test_between_families_the_new_family_types_the_values_before_the_next_table():
+    from amanda_core.mapping import convert
+
+    r = reg()
+    r.add_schema(load_schema(TOY.format(v=2)))
+    there = table_from_dict({"table": {"name": "there", "src": "amanda/toy/1", "dst": "amanda/other/1",
+                                       "rules": RELU}})
+    back = table_from_dict({"table": {"name": "back", "src": "amanda/other/1", "dst": "amanda/toy/2", "rules": {
+        "relu": {"src": {"ops": {"$r": {"type": "ReLU"}}}, "dst": {"ops": {"$r": {"type": "Relu"}}}}}}})
+    calls = []
+
+    def infer(graph: Graph, namespace: str) -> int:
+        calls.append((namespace, graph.ops["r"].type))
+        return 1
+
+    result = convert(relu_graph(), "amanda/toy/2", [there, back], r, infer=infer)
+    assert calls == [("amanda/other/1", "ReLU")]  # after the first table only: the last one has no next
+    assert (0, "type inference", "1 value type(s) inferred") in result.passes

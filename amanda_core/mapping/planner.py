@@ -20,7 +20,7 @@ __all__ = ["Step", "Conversion", "ConversionError", "plan", "convert", "interpre
            "exclude_tables"]
 
 from collections import deque
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import attrs
 
@@ -261,8 +261,13 @@ def _same_family(a: str, b: str) -> bool:
 
 def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry: NamespaceRegistry | None = None,
             *, include_tags: Sequence[str] = (), exclude_tags: Sequence[str] = (), allow_partial: bool = False,
-            copy: bool = True, passes: Sequence[GraphPass] = (), foreign: bool = True) -> Conversion:
+            copy: bool = True, passes: Sequence[GraphPass] = (), foreign: bool = True,
+            infer: Callable[[Graph, str], Any] | None = None) -> Conversion:
     """Convert ``graph`` to namespace ``target`` through the shortest chain of ``tables``.
+
+    ``passes`` run after the tables they name.  ``infer(graph, namespace)``, when given, runs after each table that
+    lands in another family, before the next table: the values the ops it made carry are typed by the new family's
+    own inference (a TF -> ONNX table leaves ONNX values untyped that ONNX -> torch rules need the rank of).
 
     With ``foreign``, ops in a namespace nobody registers (a custom ONNX domain such as
     ``amanda/onnx/com.microsoft/1``) are first converted into the graph's namespace by the shortest chain of tables
@@ -308,6 +313,14 @@ def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry:
                     raise ConversionError(f"graph pass {graph_pass.name!r} (after table {step.table.name!r}) "
                                           f"failed: {type(e).__name__}: {e}") from e
                 ran.append((i, graph_pass.name, str(summary)))
+        if infer is not None and i + 1 < len(steps) and not _same_family(step.src, step.dst):
+            try:
+                typed = infer(work, step.dst)
+            except AmandaError as e:  # inference is a help, not a condition: the next rules see fewer types
+                ran.append((i, "type inference", f"failed: {e}"))
+            else:
+                if typed:
+                    ran.append((i, "type inference", f"{typed} value type(s) inferred"))
     problems = work.verify()
     if problems:
         raise ConversionError(f"the converted graph is broken: {'; '.join(problems[:5])}")
@@ -382,3 +395,9 @@ def interpret(op: Op, target: str, tables: Sequence[MappingTable], registry: Nam
         g.connect(new.output_ports[q.name], g.add_output_port(q.name, q.dtype))
     return convert(g, target, tables, registry, copy=False, **options).graph
 
+
+def _same_family(a: str, b: str) -> bool:
+    try:
+        return parse_namespace(a).family == parse_namespace(b).family
+    except AmandaError:
+        return False

@@ -123,6 +123,7 @@ class _Exporter:
         m = onnx.ModelProto()
         used: dict[str, tuple[int | None, str]] = {}
         scope = _Scope(None, ns, used, "")
+        self.top_scope = scope
         self.graph_into(g, m.graph, scope)
         if "name" not in attrs and "ir_version" not in attrs:  # not read from ONNX: ONNX wants a graph name
             m.graph.name = "main_graph"
@@ -761,17 +762,21 @@ def _min_ir_version(entries: list[dict[str, Any]]) -> int:
 # --------------------------------------------------------------------------- public API
 
 
-def to_model(graph: Graph, *, external_data: bool | None = None, weightless: bool = False) -> Any:
+def to_model(graph: Graph, *, external_data: bool | None = None, weightless: bool = False,
+             value_names: dict[OutputPort, str] | None = None) -> Any:
     """The ``onnx.ModelProto`` of ``graph``.
 
     Tensors read from external data files stay references to those files (unless ``external_data=False``:
     then every tensor is embedded).  Raises GraphError for a model over 2 GB (save it to a file instead).
     ``weightless``: plain tensors of at least ``STREAM_MIN_BYTES`` keep their type and dims but no data (they
     say they are external, in a file that does not exist): the model for ``onnx.shape_inference``, made
-    without reading a weight."""
+    without reading a weight.  ``value_names``, when given, is filled with the ONNX value name of every output
+    port of the top graph (names the model records, and those the export made up for the others)."""
     exp = _Exporter(graph, keep_external=external_data is not False, threshold=None, weightless=weightless)
     with bulk_build():  # nothing made here is cyclic garbage: spare the collector sweeps over the graph
         model = exp.model()
+    if value_names is not None:
+        value_names.update(exp.top_scope.names)
     for tp, data, _ in exp.external:  # cannot keep the reference in memory: embed
         tp.ClearField("data_location")
         tp.ClearField("external_data")

@@ -36,7 +36,8 @@ def infer_types(graph: Graph) -> int:
     from .dtypes import dtype_from_type_proto
     from .exporter import to_model
 
-    model = to_model(graph, weightless=True)
+    value_names: dict[Any, str] = {}
+    model = to_model(graph, weightless=True, value_names=value_names)
     try:
         inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=False)
     except (onnx.shape_inference.InferenceError, ValueError, RuntimeError) as e:
@@ -52,13 +53,10 @@ def infer_types(graph: Graph) -> int:
             continue
         if op.namespace is None and op.type in STRUCTURAL_TYPES:
             continue
-        names = op.meta.get("outputs")
-        if not names:
-            continue
         for q in op.output_ports:
             if q.dtype is not None:
                 continue
-            value = names.get(q.name)
+            value = value_names.get(q)  # the model's own name, or the one the export gave a value made here
             tp = found.get(value) if value else None
             if tp is None:
                 continue
