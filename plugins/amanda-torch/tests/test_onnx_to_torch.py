@@ -28,7 +28,7 @@ MODULES = ["add", "relu", "div", "mod", "pow", "where", "clip", "softmax", "gemm
            "batch_normalization", "reshape", "transpose", "concat", "cast", "slice", "gather", "gatherelements",
            "scatterelements", "pad", "split", "rangeop", "constantofshape", "size", "trilu", "reducesum",
            "negativeloglikelihoodloss", "depthtospace", "hardmax", "einsum", "topk", "lpnormalization",
-           "layernormalization"]
+           "layernormalization", "resize"]
 
 CONVERTS = [
     # one op to one op, constant attributes
@@ -53,13 +53,14 @@ CONVERTS = [
     "test_hardmax_axis_1", "test_einsum_batch_matmul", "test_layer_normalization_4d_axis1",
     # equal values in increasing index order (torch's topk orders ties otherwise), K at run time
     "test_top_k_same_values", "test_top_k_smallest", "test_maxpool_2d_same_upper", "test_l2normalization_axis_0",
+    "test_resize_downsample_scales_linear", "test_resize_upsample_sizes_cubic",
 ]
 """Cases the tables convert (each must convert and pass)."""
 
-REFUSED = ["test_edge_pad", "test_mod_float16_mixed_sign_fmod_0"]
+REFUSED = ["test_edge_pad", "test_mod_float16_mixed_sign_fmod_0", "test_resize_downsample_scales_cubic_align_corners"]
 """Cases no rule converts exactly: pads given at run time in edge mode (torch pads only the trailing axes, which
 run-time pads cannot promise); float16 Mod with fmod = 0 (opset 28's floor modulo of floats, which the downgrade
-to opset 27 cannot say)."""
+to opset 27 cannot say); Resize with align_corners and scales (ONNX divides by the unrounded output length)."""
 
 
 @pytest.fixture(scope="module")
