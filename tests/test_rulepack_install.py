@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -36,7 +37,9 @@ def onnx_only(tmp_path_factory):
     pytest.importorskip("onnx")
     root = tmp_path_factory.mktemp("onnx-only")
     wheels = root / "wheels"
-    _pip(Path(sys.executable), "wheel", "--no-deps", "-q", "-w", str(wheels), str(PACK))
+    source = root / "pack"  # a copy: building writes egg-info and build/ beside the sources, which must stay clean
+    shutil.copytree(PACK, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    _pip(Path(sys.executable), "wheel", "--no-deps", "-q", "-w", str(wheels), str(source))
     (wheel,) = wheels.glob("amanda_ort_contrib-*.whl")
     env_dir = root / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)

@@ -490,7 +490,15 @@ def _may_nest(rule: Rule) -> bool:
 
 
 def _anchor_types(rule: Rule) -> set[str | None] | None:
-    """The op types a rule's search can start from (None: any op, or a query)."""
+    """The op types a rule's search can start from (None: any op, or a query); worked out once per rule."""
+    cached = rule.anchors
+    if cached is None:
+        cached = (_find_anchor_types(rule),)
+        object.__setattr__(rule, "anchors", cached)  # a derived value of a frozen rule, as keeps_ops is
+    return cached[0]  # type: ignore[no-any-return]
+
+
+def _find_anchor_types(rule: Rule) -> set[str | None] | None:
     if rule.src.query is not None or not rule.src.ops:
         return None
     from .match import _plan

@@ -213,6 +213,8 @@ class Rule:
     repeat: bool = False
     line: int | None = field(default=None, eq=False)
     raw: Mapping[str, Any] = field(factory=dict, eq=False, repr=False)
+    anchors: Any = field(init=False, eq=False, repr=False, default=None)
+    """Filled by the engine the first time it applies the rule: the op types its search can start from."""
     keeps_ops: bool = field(init=False, eq=False, repr=False)
     """The mapper keeps every matched op as it is (``$op: {}`` for each, nothing else): a rewrite only moves the
     ops to the target namespace, as a version step does for an op whose schema changed but not its meaning."""
@@ -243,6 +245,7 @@ class MappingTable:
     plugin: str | None = None
     description: str = ""
     raw: dict[str, Any] = field(factory=dict, repr=False)
+    _order: Any = field(default=None, init=False, repr=False, eq=False)
     part_of: str | None = None
     """The table this one is a part of: parts (files) with the same ``part_of`` are merged into one table of that
     name (:func:`merge_parts`), so a large conversion can be written as one file per op family."""
@@ -255,8 +258,13 @@ class MappingTable:
                                         other.carry, other.bidirectional)
 
     def ordered_rules(self) -> list[Rule]:
-        """Rules in application order: ``apply_after`` first, then declaration order."""
-        return order_rules(self.rules, self.name)
+        """Rules in application order: ``apply_after`` first, then declaration order (worked out once for the
+        rules the table holds; a table is applied to many graphs)."""
+        key = tuple(self.rules)
+        cached = self._order
+        if cached is None or cached[0] != key or any(a is not b for a, b in zip(cached[1], self.rules.values())):
+            cached = self._order = (key, tuple(self.rules.values()), order_rules(self.rules, self.name))
+        return list(cached[2])
 
     def has_expressions(self) -> bool:
         return _has_expressions(self.raw)

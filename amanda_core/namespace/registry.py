@@ -119,12 +119,14 @@ class NamespaceRegistry:
         self.type_systems = type_systems or TypeSystemRegistry()
         self._providers: dict[str, list[tuple[NamespaceProvider, str | None]]] = {}
         self._schemas: dict[str, NamespaceSchema] = {}
+        self._resolved: dict[str, str] = {}
 
     def add(self, provider: NamespaceProvider, plugin: str | None = None) -> None:
         if not provider.family:
             raise NamespaceError(f"namespace provider {provider!r} has no family")
         parse_namespace(provider.family)
         self._providers.setdefault(provider.family, []).append((provider, plugin))
+        self._resolved.clear()
 
     def add_schema(self, schema: NamespaceSchema, plugin: str | None = None) -> None:
         """Register one fixed schema (its namespace name gives family and version)."""
@@ -193,7 +195,14 @@ class NamespaceRegistry:
         return out
 
     def resolve(self, name: str) -> str:
-        """The registered namespace name that ``name`` (exact, range or family) means."""
+        """The registered namespace name that ``name`` (exact, range or family) means (remembered until a provider
+        is added: conversions ask for the same few names again and again)."""
+        found = self._resolved.get(name)
+        if found is None:
+            found = self._resolved[name] = self._resolve(name)
+        return found
+
+    def _resolve(self, name: str) -> str:
         spec = parse_spec(name)
         providers = self._providers.get(spec.family)
         if not providers:
