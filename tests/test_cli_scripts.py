@@ -82,7 +82,8 @@ def test_17_readme_usage_lists_every_option_of_every_command():
         for action in p._actions:
             if action.help == argparse.SUPPRESS:
                 continue
-            longs = [o for o in action.option_strings if o.startswith("--") and o not in ("--help", "--debug", "--quiet")]
+            anywhere = ("--help", "--debug", "--quiet")
+            longs = [o for o in action.option_strings if o.startswith("--") and o not in anywhere]
             shorts = [o for o in action.option_strings if not o.startswith("--") and o != "-h"]
             if not (longs or shorts):
                 continue

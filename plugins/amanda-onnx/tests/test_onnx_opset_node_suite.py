@@ -248,7 +248,8 @@ def test_written_downgrade_rules_are_exercised(downgrades):
     for table, rule in [("onnx-opset-13-to-12", "softmax_last_axis"), ("onnx-opset-13-to-12", "split_equal_parts"),
                         ("onnx-opset-18-to-17", "reduce_all_axes"),
                         ("onnx-opset-18-to-17", "reduce_constant_axes_shared"),
-                        ("onnx-opset-18-to-17", "split_given_sizes"), ("onnx-opset-18-to-17", "split_num_outputs_even")]:
+                        ("onnx-opset-18-to-17", "split_given_sizes"),
+                        ("onnx-opset-18-to-17", "split_num_outputs_even")]:
         # (`unread_constant` is a fallback now: the engine sweeps a constant whose last reader a rule removed)
         assert (table, rule) in used, (table, rule)
 
