@@ -46,8 +46,8 @@ def extract(reference: Graph, names: list[str], output: str) -> tuple[Graph, dic
             fed[port.name] = (op.name, q.name)
             for c in readers:
                 g.connect(port, c, replace=True)
-    for port in list(g.output_ports):
-        g.remove_output_port(port)
+    for out in list(g.output_ports):
+        g.remove_output_port(out)
     op_name, _, port_name = output.rpartition(".")
     src_op = g.ops[op_name]
     q = src_op.output_ports[port_name]

@@ -364,7 +364,7 @@ def _reachable(source: str, tables: Sequence[Any], reg: Any) -> list[str]:
     def key(name: str) -> tuple[Any, ...]:
         try:
             n = parse_namespace(name)
-            return (n.family, version_key(n.version))
+            return (n.family, version_key(n.version) if n.version is not None else ())
         except Exception:
             return (name, ())
 
@@ -379,7 +379,7 @@ def _grouped(names: Sequence[str]) -> str:
     for name in names:
         try:
             n = parse_namespace(name)
-            groups.setdefault(n.family, []).append(n.version)
+            groups.setdefault(n.family, []).extend([n.version] if n.version is not None else [])
         except Exception:
             groups.setdefault(name, [])
     parts = []
@@ -603,7 +603,7 @@ def _sync_opset_attrs(graph: Graph) -> None:
         ns = parse_namespace(graph.namespace)
     except Exception:
         return
-    if ns.family != "amanda/onnx" or not ns.version.isdigit():
+    if ns.family != "amanda/onnx" or ns.version is None or not ns.version.isdigit():
         return
     version = int(ns.version)
     changed = False

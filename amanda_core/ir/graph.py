@@ -84,7 +84,7 @@ class Port:
 
     dtype = property(attrgetter("_dtype"), doc="The port's type (a type system's text, or None).")
 
-    @dtype.setter
+    @dtype.setter  # type: ignore[no-redef]  # a property made with attrgetter, then given a setter
     def dtype(self, value: Any) -> None:
         owner = self._owner
         g = owner._graph if owner.__class__ is Op else owner  # type: ignore[union-attr]
@@ -390,23 +390,23 @@ class Op:
             g._version += 1
         setattr(self, slot, value)
 
-    @type.setter
+    @type.setter  # type: ignore[no-redef]  # a property made with attrgetter, then given a setter
     def type(self, value: str | None) -> None:
         self._set("_type", value)
 
-    @attrs.setter
+    @attrs.setter  # type: ignore[no-redef]  # a property made with attrgetter, then given a setter
     def attrs(self, value: dict[str, Any]) -> None:
         self._set("_attrs", value)
 
-    @namespace.setter
+    @namespace.setter  # type: ignore[no-redef]  # a property made with attrgetter, then given a setter
     def namespace(self, value: str | None) -> None:
         self._set("_namespace", value)
 
-    @provenance.setter
+    @provenance.setter  # type: ignore[no-redef]  # a property made with attrgetter, then given a setter
     def provenance(self, value: tuple[str, str] | None) -> None:
         self._set("_provenance", value)
 
-    @meta.setter
+    @meta.setter  # type: ignore[no-redef]  # a property made with attrgetter, then given a setter
     def meta(self, value: dict[str, Any]) -> None:
         self._set("_meta", value)
 
@@ -1254,7 +1254,7 @@ class NestedGraph(NamedTuple):
     owner: Op
     attr: str | None
     """The attribute holding it; None for the owner's body."""
-    index: int | None
+    index: int | None  # type: ignore[assignment]  # a field named like tuple.index, as NamedTuple allows
     """Its position when the attribute holds a list of graphs."""
     path: str
     inherited: str | None
@@ -1337,7 +1337,8 @@ def _unremove_port(op: Op, port: Port, kind: str, index: int, inner: Port | None
     ports: PortList[Any] = op._inputs if kind == "in" else op._outputs
     ports._append(port, index)
     if inner is not None and op._body is not None:
-        (op._body._inputs if kind == "in" else op._body._outputs)._append(inner, index)
+        inner_ports: PortList[Any] = op._body._inputs if kind == "in" else op._body._outputs
+        inner_ports._append(inner, index)
 
 
 def _restore_body(op: Op, body: Graph | None) -> None:

@@ -72,9 +72,9 @@ class Conversion:
     def explain(self) -> str:
         """Per table and rule: how many matches each rewrote and which ops it produced."""
         lines = []
-        for i, report in enumerate(self.reports):
+        for step_index, report in enumerate(self.reports):
             lines.append(f"table {report.table}: {report.src} -> {report.dst}")
-            step = self.steps[i] if i < len(self.steps) else None
+            step = self.steps[step_index] if step_index < len(self.steps) else None
             if step is not None and step.over:
                 others = ", ".join(f"{t.name} ({_origin(t)})" for t in step.over)
                 lines.append(f"  chosen ({_origin(step.table)}) over {others}: {step.reason}")
@@ -93,8 +93,8 @@ class Conversion:
                 lines.append(f"  carried unchanged: {report.carried} op(s)")
             if idle:
                 lines.append(f"  {idle} rule(s) matched nothing")
-            for step, name, summary in self.passes:
-                if step == i:
+            for after, name, summary in self.passes:
+                if after == step_index:
                     lines.append(f"  then pass {name}: {summary}")
         if self.unconverted:
             lines.append("left unconverted:")
@@ -394,10 +394,3 @@ def interpret(op: Op, target: str, tables: Sequence[MappingTable], registry: Nam
     for q in op.output_ports:
         g.connect(new.output_ports[q.name], g.add_output_port(q.name, q.dtype))
     return convert(g, target, tables, registry, copy=False, **options).graph
-
-
-def _same_family(a: str, b: str) -> bool:
-    try:
-        return parse_namespace(a).family == parse_namespace(b).family
-    except AmandaError:
-        return False
