@@ -42,3 +42,25 @@ def test_a_keras_model_becomes_a_torch_program_that_computes_the_same(tmp_path):
     assert "-> amanda/onnx/18 -> amanda/pytorch/" in r.stdout and "rule conv_padded: 1 match(es)" in r.stdout
     assert "same outputs (tensorflow / torch" in r.stdout
     assert "Warning" not in r.stderr
+
+
+def test_a_flatten_with_a_symbolic_batch_becomes_a_reshape_that_keeps_it(tmp_path):
+    """One unknown size in a reshape's output (the batch) is fixed by the element count: TF's -1 is exact."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 6])
+    model = helper.make_model(helper.make_graph([helper.make_node("Flatten", ["x"], ["y"], axis=1)], "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 18)])
+    onnx.save(model, tmp_path / "f.onnx")
+    out = tmp_path / "f.savedmodel"
+    r = amanda("convert", str(tmp_path / "f.onnx"), "--to", "amanda/tensorflow", "-o", str(out), "--explain")
+    assert r.returncode == 0, r.stderr
+    assert "rule reshape_one_unknown: 1 match(es)" in r.stdout
+    for batch in (1, 3):
+        data = np.random.default_rng(batch).normal(size=(batch, 2, 3)).astype(np.float32)
+        np.save(tmp_path / "x.npy", data)
+        r = amanda("check", str(tmp_path / "f.onnx"), str(out), "--input-data", f"x={tmp_path / 'x.npy'}", "--exact")
+        assert r.returncode == 0, r.stdout + r.stderr
