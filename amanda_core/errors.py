@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "AmandaError",
+    "first_line",
     "GraphError",
     "GraphCycleError",
     "FormatError",
@@ -86,3 +87,10 @@ class ValidationError(AmandaError):
 
 class PluginError(AmandaError):
     """A plugin failed to load or registered something invalid."""
+
+
+def first_line(e: BaseException) -> str:
+    """The first line of an exception's message (its type's name when it has none): what a framework's long error
+    says in one line, for the one-line errors Amanda prints."""
+    lines = str(e).strip().splitlines()
+    return lines[0] if lines else type(e).__name__

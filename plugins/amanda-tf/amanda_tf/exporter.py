@@ -19,7 +19,7 @@ from typing import Any, Iterator
 import attrs
 import numpy as np
 
-from amanda_core.errors import AmandaError, GraphError
+from amanda_core.errors import AmandaError, GraphError, first_line
 from amanda_core.ir.graph import Graph, GraphInput, Op, OutputPort
 from amanda_core.ir.tensor import Tensor, as_array
 
@@ -396,13 +396,9 @@ def concrete_function(graph: Graph) -> tuple[Any, GraphDefParts]:
         fetches = [g.get_tensor_by_name(f"{n}:0") for n in parts.outputs]
         fn = wrapped.prune(feeds, fetches)
     except (ValueError, TypeError, tf.errors.OpError) as e:
-        raise AmandaError(f"TensorFlow refuses the graph: {_first_line(e)}") from None
+        raise AmandaError(f"TensorFlow refuses the graph: {first_line(e)}") from None
     return fn, parts
 
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return text[0] if text else type(e).__name__
 
 
 # --------------------------------------------------------------------------- files
@@ -442,7 +438,7 @@ def serving_function(graph: Graph) -> tuple[Any, GraphDefParts]:
     try:
         serve.get_concrete_function()
     except (ValueError, TypeError, tf.errors.OpError) as e:
-        raise AmandaError(f"TensorFlow refuses the graph: {_first_line(e)}") from None
+        raise AmandaError(f"TensorFlow refuses the graph: {first_line(e)}") from None
     return serve, parts
 
 
@@ -457,7 +453,7 @@ def save_saved_model(graph: Graph, path: str) -> None:
         try:
             tf.saved_model.save(module, tmp, signatures={"serving_default": serve.get_concrete_function()})
         except (ValueError, TypeError, tf.errors.OpError) as e:
-            raise AmandaError(f"{path}: TensorFlow cannot save the SavedModel: {_first_line(e)}") from None
+            raise AmandaError(f"{path}: TensorFlow cannot save the SavedModel: {first_line(e)}") from None
         record = graph.attrs.get("amanda_provenance")
         if record is not None:  # what made it: an asset file of the SavedModel (the importer reads it back)
             import json

@@ -16,7 +16,7 @@ import os
 import sys
 from typing import Any, Sequence
 
-from amanda_core.errors import AmandaError, FormatError
+from amanda_core.errors import AmandaError, FormatError, first_line
 from amanda_core.ir.graph import Graph
 
 from .dtypes import DTypeError, parse_dtype
@@ -267,7 +267,7 @@ def _from_function(fn: Any, inputs: Sequence[Any] | None) -> Graph:
         try:
             cf = fn.get_concrete_function(*_function_specs(inputs))
         except (TypeError, ValueError) as e:
-            raise AmandaError(f"--input: the inputs do not fit the function: {_first_line(e)}") from None
+            raise AmandaError(f"--input: the inputs do not fit the function: {first_line(e)}") from None
     else:
         try:
             cf = fn.get_concrete_function()
@@ -302,7 +302,7 @@ def _saved_model(path: str, signature: str | None, inputs: Sequence[Any] | None)
     try:
         loaded = tf.saved_model.load(path)
     except Exception as e:
-        raise FormatError(f"{path}: TensorFlow cannot load the SavedModel: {_first_line(e)}") from None
+        raise FormatError(f"{path}: TensorFlow cannot load the SavedModel: {first_line(e)}") from None
     name = signature or "serving_default"
     sigs = dict(loaded.signatures)
     if name not in sigs:
@@ -335,7 +335,7 @@ def _frozen_pb(path: str, inputs: Sequence[Any] | None, outputs: Sequence[str] |
     try:
         graph_def.ParseFromString(data)
     except (DecodeError, ValueError, RuntimeError) as e:
-        raise FormatError(f"{path}: not a GraphDef: {_first_line(e)}") from None
+        raise FormatError(f"{path}: not a GraphDef: {first_line(e)}") from None
     if not graph_def.node:
         raise FormatError(f"{path}: not a GraphDef (no nodes)")
     nodes = {n.name: n for n in graph_def.node}
@@ -389,10 +389,6 @@ def _sinks(graph_def: Any) -> list[tuple[str, str]]:
     return [(f"{n.name}:0", n.name) for n in graph_def.node if n.name not in read and n.op not in skip]
 
 
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return text[0] if text else type(e).__name__
-
 
 def load_model(source: Any, *, inputs: Sequence[Any] | None = None, outputs: Sequence[str] | None = None,
                signature: str | None = None, **options: Any) -> Graph:
@@ -417,7 +413,7 @@ def load_model(source: Any, *, inputs: Sequence[Any] | None = None, outputs: Seq
             try:
                 model = keras.models.load_model(path, compile=False)
             except Exception as e:
-                raise FormatError(f"{path}: Keras cannot load the model: {_first_line(e)}") from None
+                raise FormatError(f"{path}: Keras cannot load the model: {first_line(e)}") from None
             return from_keras(model, inputs)
         if path.lower().endswith(".pb"):
             return _frozen_pb(path, inputs, outputs)

@@ -14,7 +14,7 @@ from typing import Any, Callable, Collection, Mapping
 import numpy as np
 
 from amanda_core import Graph
-from amanda_core.errors import AmandaError
+from amanda_core.errors import AmandaError, first_line
 
 from .dtypes import DTypeError, parse_dtype
 
@@ -48,9 +48,7 @@ class Runnable:
         try:
             values = self.function(*args)
         except (tf.errors.OpError, ValueError, TypeError) as e:
-            text = str(e).strip().splitlines()
-            raise AmandaError(f"TensorFlow failed to run the graph: {text[0] if text else type(e).__name__}") \
-                from None
+            raise AmandaError(f"TensorFlow failed to run the graph: {first_line(e)}") from None
         return {n: v.numpy() for n, v in zip(self.parts.outputs, values)}
 
 
@@ -108,9 +106,7 @@ def run_each(graph: Graph, inputs: Mapping[str, np.ndarray], callback: Callable[
         try:
             values = wrapped.prune(feeds, fetches)(*args)
         except (tf.errors.OpError, ValueError, TypeError) as e:
-            text = str(e).strip().splitlines()
-            raise AmandaError(f"TensorFlow failed to run the graph: {text[0] if text else type(e).__name__}") \
-                from None
+            raise AmandaError(f"TensorFlow failed to run the graph: {first_line(e)}") from None
         values = list(values)
         i = 0
         for op_name, listed in batch:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from amanda_core import Graph
-from amanda_core.errors import AmandaError
+from amanda_core.errors import AmandaError, first_line
 from amanda_core.serialization.files import atomic_write, atomic_write_many
 
 from .module import build_module, to_module
@@ -90,9 +90,7 @@ def export_program(graph: Graph, *, dims: Mapping[str, int] | None = None, stric
     try:
         return torch.export.export(module, args, dynamic_shapes=tuple(specs), strict=strict)
     except Exception as e:  # torch.export raises many kinds; its first line says what failed
-        text = str(e).strip()
-        first = text.splitlines()[0] if text else type(e).__name__
-        raise AmandaError(f"torch.export cannot export the graph: {first}") from None
+        raise AmandaError(f"torch.export cannot export the graph: {first_line(e)}") from None
 
 
 PROVENANCE_FILE = "amanda_provenance.json"

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from amanda_core.errors import AmandaError, FormatError, Location
+from amanda_core.errors import AmandaError, FormatError, Location, first_line
 from amanda_core.ir import Graph, OutputPort, bulk_build
 
 from .scalar_types import LAYOUTS, MEMORY_FORMATS, lookup_enum, lookup_scalar_type
@@ -137,7 +137,7 @@ def _load_pt2(path: str) -> tuple[Any, str]:
 
 def _short(e: BaseException, limit: int = 200) -> str:
     """The first line of an exception's message, shortened."""
-    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    text = first_line(e)
     text = f"{type(e).__name__}: {text}" if not text.startswith(type(e).__name__) else text
     return text if len(text) <= limit else text[:limit - 3] + "..."
 

@@ -11,7 +11,7 @@ from typing import Any, Callable, Collection, Mapping
 import numpy as np
 
 from amanda_core import Graph
-from amanda_core.errors import AmandaError
+from amanda_core.errors import AmandaError, first_line
 from amanda_core.ir.tensor import resolve_dtype
 
 from .scalar_types import lookup_scalar_type
@@ -52,8 +52,7 @@ def run(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]
         with torch.no_grad():
             result = module(*args)
     except Exception as e:  # torch raises many kinds; the message says what failed
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise AmandaError(f"torch failed to run the graph: {first}") from None
+        raise AmandaError(f"torch failed to run the graph: {first_line(e)}") from None
     values = [result] if len(program.outputs) == 1 else list(result)
     return {name: _output(v) for (name, _, _), v in zip(program.outputs, values)}
 
@@ -118,8 +117,7 @@ def run_each(graph: Graph, inputs: Mapping[str, np.ndarray], callback: Callable[
     except AmandaError:
         raise
     except Exception as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise AmandaError(f"torch failed to run the graph: {first}") from None
+        raise AmandaError(f"torch failed to run the graph: {first_line(e)}") from None
 
 
 def _output(value: Any) -> Any:
