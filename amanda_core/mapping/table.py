@@ -53,7 +53,8 @@ from typing import Any, Iterable, Mapping
 
 from attrs import define, field, frozen
 
-from ..errors import AmandaError, Location
+from ..errors import AmandaError, FormatError, Location
+from ..ir.edges import is_control, split_edge, split_end
 from .expr import Expression, ExpressionError, compile_expression, is_expression
 
 
@@ -399,9 +400,10 @@ class _Parser:
 
     # -- edges
     def edge_ref(self, text: str, path: tuple[Any, ...], edge: str) -> EdgeRef:
-        op, dot, port = text.strip().rpartition(".")
-        if not dot or not op or not port:
-            raise self.error(f"an edge end is written 'op.port', got {text!r} in {edge!r}", path)
+        try:
+            op, port = split_end(text.strip(), edge=edge)
+        except FormatError as e:
+            raise self.error(e.reason, path) from None
         group = False
         m = _PORT_GROUP.match(port)
         if m:
@@ -416,14 +418,13 @@ class _Parser:
             raise self.error("'edges' must be a list of 'op.port -> op.port'", path)
         out = []
         for i, text in enumerate(value):
-            if not isinstance(text, str) or text.count("->") != 1:
-                raise self.error(f"an edge is written 'op.port -> op.port', got {text!r}", path + (i,))
-            left, right = text.split("->")
-            src = self.edge_ref(left, path + (i,), text)
-            dst = self.edge_ref(right, path + (i,), text)
-            control = src.port == "^control" or dst.port == "^control"
-            if control and src.port != dst.port:
-                raise self.error(f"a control edge joins two '^control' ports, got {text!r}", path + (i,))
+            try:
+                left, right = split_edge(text)
+                src = self.edge_ref(left, path + (i,), text)
+                dst = self.edge_ref(right, path + (i,), text)
+                control = is_control(src.port, dst.port, text)
+            except FormatError as e:
+                raise self.error(e.reason, path + (i,)) from None
             line = self.loc(path + (i,))
             out.append(EdgeSpec(src, dst, control, line.line if line else None))
         return tuple(out)
