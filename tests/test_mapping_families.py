@@ -220,3 +220,88 @@ def test_between_families_the_new_family_types_the_values_before_the_next_table(
     result = convert(relu_graph(), "amanda/toy/2", [there, back], r, infer=infer)
     assert calls == [("amanda/other/1", "ReLU")]  # after the first table only: the last one has no next
     assert (0, "type inference", "1 value type(s) inferred") in result.passes
+
+
+def _with_swish(v: int) -> Any:
+    """The toy namespace at version ``v`` with one op more, ``Swish``, that no older version has."""
+    text = TOY.format(v=v).replace("  op_schemas:\n", "  op_schemas:\n    - type: Swish\n      input_ports: [x]\n"
+                                   "      output_ports: [y]\n", 1)
+    schema = load_schema(text)
+    schema.meta["dtype_type_system"] = "bracket"
+    return schema
+
+
+def test_a_table_that_goes_ahead_converts_newer_ops_where_they_stand_and_the_chain_does_the_rest():
+    from amanda_core.mapping import ConversionError, convert, plan
+
+    r = reg()
+    r.add_schema(_with_swish(2))
+    down = table_from_dict({"table": {"name": "down", "src": "amanda/toy/2", "dst": "amanda/toy/1",
+                                      "carry": "unchanged", "rules": {}}})
+    main = table_from_dict({"table": {"name": "toy-to-other", "src": "amanda/toy/1", "dst": "amanda/other/1",
+                                      "rules": RELU}})
+    newer = table_from_dict({"table": {"name": "toy-newer-to-other", "src": "amanda/toy/>=2",
+                                       "dst": "amanda/other/1", "ahead": True, "rules": {
+                                           "swish": {"src": {"ops": {"$s": {"type": "Swish"}}},
+                                                     "dst": {"ops": {"$s": {"type": "ReLU"}}}}}}})
+    assert newer.ahead and table_from_dict(dump_table_dict(newer)).ahead  # its YAML form keeps it
+
+    def graph() -> Graph:
+        g = Graph("amanda/toy/2")
+        x = g.add_input_port("x", "f32[N,3]")
+        s = g.add_op("Swish", "s", inputs=["x"], outputs=[("y", "f32[N,3]")])
+        rl = g.add_op("Relu", "r", inputs=["x"], outputs=[("y", "f32[N,3]")])
+        g.connect(x, s.input_ports["x"])
+        g.connect(s.output_ports["y"], rl.input_ports["x"])
+        g.connect(rl.output_ports["y"], g.add_output_port("out", "f32[N,3]"))
+        return g
+
+    # never a chain by itself, though it alone leads from toy/2 to other/1
+    assert [s.table.name for s in plan("amanda/toy/2", "amanda/other/1", [newer, down, main], r)] == \
+        ["down", "toy-to-other"]
+    with pytest.raises(ConversionError, match=r"(?s)1 op\(s\) of 1 type\(s\).*Swish"):
+        convert(graph(), "amanda/other/1", [down, main], r)  # without it, Swish has no way down to toy/1
+    result = convert(graph(), "amanda/other/1", [down, main, newer], r)
+    assert [(s.table.name, s.ahead) for s in result.steps] == \
+        [("toy-newer-to-other", True), ("down", False), ("toy-to-other", False)]
+    out = result.graph
+    assert out.namespace == "amanda/other/1" and all(op.namespace is None for op in out)
+    assert sorted(op.type for op in out) == ["ReLU", "ReLU"]
+    assert out.ops["s"].output_ports[0].dtype == "Float(N, 3)"  # typed in the target family at once
+    assert "table toy-newer-to-other: amanda/toy/2 -> amanda/other/1 (ahead of the chain" in result.explain()
+    # a graph at toy/1 is outside the table's src: it does not run
+    g1 = relu_graph()
+    assert [s.table.name for s in convert(g1, "amanda/other/1", [down, main, newer], r).steps] == ["toy-to-other"]
+
+
+def test_a_table_that_goes_ahead_says_so_when_something_is_left_and_is_refused_bidirectional():
+    from amanda_core.mapping import ConversionError, convert
+
+    r = reg()
+    r.add_schema(_with_swish(2))
+    down = table_from_dict({"table": {"name": "down", "src": "amanda/toy/2", "dst": "amanda/toy/1",
+                                      "carry": "unchanged", "rules": {}}})
+    empty_main = table_from_dict({"table": {"name": "toy-to-other", "src": "amanda/toy/1", "dst": "amanda/other/1",
+                                            "rules": {}}})
+    newer = table_from_dict({"table": {"name": "newer", "src": "amanda/toy/>=2", "dst": "amanda/other/1",
+                                       "ahead": True, "rules": {}}})
+    g = Graph("amanda/toy/2")
+    x = g.add_input_port("x", "f32[N,3]")
+    s = g.add_op("Swish", "s", inputs=["x"], outputs=[("y", "f32[N,3]")])
+    g.connect(x, s.input_ports["x"])
+    g.connect(s.output_ports["y"], g.add_output_port("out", "f32[N,3]"))
+    with pytest.raises(ConversionError, match=r"chain: amanda/toy/2 -> amanda/toy/1 -> amanda/other/1; ahead of it: "
+                                              r"newer\)"):
+        convert(g, "amanda/other/1", [down, empty_main, newer], r)
+    with pytest.raises(TableError, match="cannot be bidirectional"):
+        table_from_dict({"table": {"name": "b", "src": "amanda/toy/>=2", "dst": "amanda/other/1", "ahead": True,
+                                   "bidirectional": True, "rules": {}}})
+    with pytest.raises(TableError, match="'ahead' is true or false"):
+        table_from_dict({"table": {"name": "b", "src": "amanda/toy/>=2", "dst": "amanda/other/1", "ahead": "yes",
+                                   "rules": {}}})
+
+
+def dump_table_dict(table: Any) -> Any:
+    from amanda_core.mapping.table import table_to_dict
+
+    return table_to_dict(table)

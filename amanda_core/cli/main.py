@@ -657,7 +657,7 @@ def cmd_tables(args: argparse.Namespace) -> int:
     reg = _registry()
     tables = registered_tables(reg)
     rows = [{"name": t.name, "src": t.src, "dst": t.dst, "rules": len(t.rules), "plugin": t.plugin,
-             "source": t.source, "carry": t.carry, "bidirectional": t.bidirectional,
+             "source": t.source, "carry": t.carry, "bidirectional": t.bidirectional, "ahead": t.ahead,
              "unused": __import__("amanda_core.cli.lock", fromlist=["_"]).unused_reason(reg, t)} for t in tables]
     problems: list[str] = []
     notes: list[str] = []
@@ -692,7 +692,8 @@ def cmd_tables(args: argparse.Namespace) -> int:
         if not rows:
             print("no mapping tables registered (no plugin registers any)")
         for r in rows:
-            print(f"{r['name']}: {r['src']} -> {r['dst']}  ({r['rules']} rule(s), plugin {r['plugin'] or '-'})"
+            print(f"{r['name']}: {r['src']} -> {r['dst']}  ({r['rules']} rule(s), plugin {r['plugin'] or '-'}"
+                  + ("; ahead of chains" if r["ahead"] else "") + ")"
                   + (f"; not used: {r['unused']}" if r["unused"] else ""))
     return EXIT_INVALID if problems else EXIT_OK
 

@@ -52,9 +52,12 @@ class Step:
     """Other tables that lead from ``src`` to ``dst`` too, which this one was chosen over."""
     reason: str = ""
     """Why this table was chosen over them (empty when it was the only one)."""
+    ahead: bool = False
+    """A table that goes ahead of the chain (:attr:`MappingTable.ahead`): it converts the ops it has rules for
+    where they stand, and leaves the rest to the chain."""
 
     def __str__(self) -> str:
-        return f"{self.src} -> {self.dst} ({self.table.name})"
+        return f"{self.src} -> {self.dst} ({self.table.name}{', ahead of the chain' if self.ahead else ''})"
 
 
 @attrs.define
@@ -73,8 +76,9 @@ class Conversion:
         """Per table and rule: how many matches each rewrote and which ops it produced."""
         lines = []
         for step_index, report in enumerate(self.reports):
-            lines.append(f"table {report.table}: {report.src} -> {report.dst}")
             step = self.steps[step_index] if step_index < len(self.steps) else None
+            ahead = " (ahead of the chain: the ops it has rules for, where they stand)" if step and step.ahead else ""
+            lines.append(f"table {report.table}: {report.src} -> {report.dst}{ahead}")
             if step is not None and step.over:
                 others = ", ".join(f"{t.name} ({_origin(t)})" for t in step.over)
                 lines.append(f"  chosen ({_origin(step.table)}) over {others}: {step.reason}")
@@ -126,8 +130,8 @@ def plan(source: str, target: str, tables: Sequence[MappingTable], registry: Nam
         here = queue.popleft()
         candidates: dict[str, list[MappingTable]] = {}
         for table in ordered:
-            if not parse_spec(table.src).matches(here):
-                continue
+            if table.ahead or not parse_spec(table.src).matches(here):
+                continue  # (a table that goes ahead converts some ops only: never a step of a chain)
             nxt = _leads_to(table, target, registry)
             if nxt is None or nxt in prev:
                 continue
@@ -292,6 +296,9 @@ def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry:
     except NamespaceError:
         pass
     steps = plan(source, target_ns, tables, registry)
+    chain = list(steps)
+    if steps:
+        steps = _ahead_steps(source, target_ns, tables) + steps
     if foreign:
         before, after = _foreign_steps(graph, source, target_ns, tables, registry)
         steps = before + steps + after
@@ -313,7 +320,7 @@ def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry:
                     raise ConversionError(f"graph pass {graph_pass.name!r} (after table {step.table.name!r}) "
                                           f"failed: {type(e).__name__}: {e}") from e
                 ran.append((i, graph_pass.name, str(summary)))
-        if infer is not None and i + 1 < len(steps) and not _same_family(step.src, step.dst):
+        if infer is not None and i + 1 < len(steps) and not step.ahead and not _same_family(step.src, step.dst):
             try:
                 typed = infer(work, step.dst)
             except AmandaError as e:  # inference is a help, not a condition: the next rules see fewer types
@@ -329,11 +336,25 @@ def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry:
     if left and not allow_partial:
         total = sum(n for _, _, n, _ in left)
         lines = [f"{n} x {t} ({ns or 'no namespace'}), e.g. {', '.join(names)}" for t, ns, n, names in left]
-        chain = " -> ".join([source] + [s.dst for s in steps]) if steps else source
+        shown = " -> ".join([source] + [s.dst for s in chain]) if chain else source
+        early = [s.table.name for s in steps if s.ahead]
+        if early:
+            shown += f"; ahead of it: {', '.join(early)}"
         raise ConversionError(f"{total} op(s) of {len(left)} type(s) were not converted to {target_ns} (chain: "
-                              f"{chain}); no rule maps them:\n  " + "\n  ".join(lines)
+                              f"{shown}); no rule maps them:\n  " + "\n  ".join(lines)
                               + "\n(--allow-partial keeps them as they are)", left)
     return result
+
+
+def _ahead_steps(source: str, target: str, tables: Sequence[MappingTable]) -> list[Step]:
+    """Tables that go ahead of a chain from ``source`` to ``target``: each table marked ``ahead`` whose ``src``
+    admits ``source`` and whose ``dst`` admits ``target``, in :func:`order_tables` order.  The engine leaves ops of
+    another namespace alone, so the chain after them carries what they made (a graph mixed for a while), and
+    converts the ops they had no rule for.  ``amanda/onnx/>=23 -> amanda/pytorch`` takes ``Attention`` to
+    ``aten::scaled_dot_product_attention`` where it stands, before the opset chain would have to bring it down to
+    an opset that lacks it."""
+    return [Step(t, source, target, ahead=True) for t in order_tables(tables)
+            if t.ahead and _reads(t, source) and _writes(t, target)]
 
 
 def _foreign_steps(graph: Graph, source: str, target: str, tables: Sequence[MappingTable],
@@ -352,7 +373,7 @@ def _foreign_steps(graph: Graph, source: str, target: str, tables: Sequence[Mapp
     after: list[Step] = []
     ordered = order_tables(tables)
     for ns in sorted(found):
-        readers = [t for t in ordered if _reads(t, ns)]
+        readers = [t for t in ordered if not t.ahead and _reads(t, ns)]
         for goal, out in ((source, before), (target, after)):
             fit = [t for t in readers if _writes(t, goal)]
             if fit:

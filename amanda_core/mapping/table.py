@@ -250,13 +250,18 @@ class MappingTable:
     part_of: str | None = None
     """The table this one is a part of: parts (files) with the same ``part_of`` are merged into one table of that
     name (:func:`merge_parts`), so a large conversion can be written as one file per op family."""
+    ahead: bool = False
+    """A table that converts some ops only, where they stand, ahead of the chain (docs/mapping-tables.md, "Tables
+    that go ahead"): never a step of a chain by itself; the planner applies it first when its ``src`` admits the
+    graph's namespace and its ``dst`` the target (ops that exist only in newer opsets, converted before the
+    opset chain would have to bring them down)."""
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MappingTable):
             return NotImplemented
         return (self.name, self.src, self.dst, list(self.rules.items()), self.tags, self.carry,
-                self.bidirectional) == (other.name, other.src, other.dst, list(other.rules.items()), other.tags,
-                                        other.carry, other.bidirectional)
+                self.bidirectional, self.ahead) == (other.name, other.src, other.dst, list(other.rules.items()),
+                                                    other.tags, other.carry, other.bidirectional, other.ahead)
 
     def ordered_rules(self) -> list[Rule]:
         """Rules in application order: ``apply_after`` first, then declaration order (worked out once for the
@@ -325,7 +330,7 @@ def _has_expressions(value: Any) -> bool:
 
 # --------------------------------------------------------------------------- reading
 
-_TABLE_KEYS = ("name", "src", "dst", "rules", "tags", "carry", "bidirectional", "description", "part_of")
+_TABLE_KEYS = ("name", "src", "dst", "rules", "tags", "carry", "bidirectional", "description", "part_of", "ahead")
 _RULE_KEYS = ("src", "dst", "apply_after", "tags", "commutative", "repeat", "description")
 _MATCHER_KEYS = ("ops", "edges", "where", "query")
 _OP_MATCHER_KEYS = ("type", "name", "attrs", "consts", "input_ports", "output_ports", "commutative", "ops",
@@ -655,8 +660,15 @@ class _Parser:
         part_of = spec.get("part_of")
         if part_of is not None and (not isinstance(part_of, str) or not part_of):
             raise self.error("'part_of' names the table this file is a part of", base + ("part_of",))
+        ahead = spec.get("ahead", False)
+        if not isinstance(ahead, bool):
+            raise self.error("'ahead' is true or false", base + ("ahead",))
+        if ahead and bidir:
+            raise self.error("a table that goes ahead converts some ops one way; it cannot be bidirectional",
+                             base + ("ahead",))
         table = MappingTable(name, spec["src"], spec["dst"], rules, tags, carry, bidir, self.filename, self.trusted,
-                             description=str(spec.get("description", "")), raw=dict(spec), part_of=part_of)
+                             description=str(spec.get("description", "")), raw=dict(spec), part_of=part_of,
+                             ahead=ahead)
         if part_of is not None:
             return table  # apply_after may name rules of the other parts: checked when the parts are merged
         try:
@@ -669,8 +681,9 @@ class _Parser:
 
 def merge_parts(tables: Iterable[MappingTable]) -> list[MappingTable]:
     """Tables with the same ``part_of`` merged into one table of that name, where the first part stood; rules in
-    the parts' order, then each part's declaration order.  The parts must agree on ``src``, ``dst``, ``carry`` and
-    ``bidirectional``, and rule names must be unique across them; ``apply_after`` may name a rule of any part."""
+    the parts' order, then each part's declaration order.  The parts must agree on ``src``, ``dst``, ``carry``,
+    ``bidirectional`` and ``ahead``, and rule names must be unique across them; ``apply_after`` may name a rule of
+    any part."""
     out: list[MappingTable] = []
     groups: dict[str, MappingTable] = {}
     for t in tables:
@@ -680,11 +693,11 @@ def merge_parts(tables: Iterable[MappingTable]) -> list[MappingTable]:
         merged = groups.get(t.part_of)
         if merged is None:
             merged = MappingTable(t.part_of, t.src, t.dst, {}, (), t.carry, t.bidirectional, t.source, t.trusted,
-                                  t.plugin, t.description, {"parts": []})
+                                  t.plugin, t.description, {"parts": []}, ahead=t.ahead)
             groups[t.part_of] = merged
             out.append(merged)
         else:
-            for attr in ("src", "dst", "carry", "bidirectional"):
+            for attr in ("src", "dst", "carry", "bidirectional", "ahead"):
                 if getattr(t, attr) != getattr(merged, attr):
                     raise TableError(f"is a part of {t.part_of!r}, whose other parts say {attr} "
                                      f"{getattr(merged, attr)!r}, not {getattr(t, attr)!r}",
@@ -743,6 +756,8 @@ def table_to_dict(table: MappingTable) -> dict[str, Any]:
         body["carry"] = table.carry
     if table.bidirectional:
         body["bidirectional"] = True
+    if table.ahead:
+        body["ahead"] = True
     body["rules"] = {name: _rule_raw(rule, table.tags) for name, rule in table.rules.items()}
     return {"table": body}
 
