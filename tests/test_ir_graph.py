@@ -364,7 +364,9 @@ def test_graphs_pickle_and_deep_copy_with_their_port_lists():
 def test_a_detached_op_takes_its_ports_as_add_op_does():
     from amanda_core.ir import Op
 
-    op = Op("mm", "aten::matmul", inputs=["a", ("b", "Float(2, 2)")], outputs=2)
+    op = Op("aten::matmul", "mm", inputs=["a", ("b", "Float(2, 2)")], outputs=2)
+    added = Graph().add_op("aten::matmul", "mm")  # the same order of type and name as add_op
+    assert (op.type, op.name) == (added.type, added.name) == ("aten::matmul", "mm")
     assert op.input_ports.names() == ["a", "b"] and op.input_ports["b"].dtype == "Float(2, 2)"
     assert op.output_ports.names() == ["out0", "out1"] and op.output_ports[1].op is op
     g = seed_torch_graph()
@@ -372,4 +374,4 @@ def test_a_detached_op_takes_its_ports_as_add_op_does():
     g.connect(g.ops["t"].output_ports[0], op.input_ports["b"])
     assert op.input_ports.sources() == [None, g.ops["t"].output_ports[0]]
     with pytest.raises(GraphError, match="duplicate port name 'a'"):
-        Op("x", inputs=["a", "b", "a"])
+        Op(None, "x", inputs=["a", "b", "a"])

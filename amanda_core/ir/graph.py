@@ -334,7 +334,10 @@ class ControlEdge(NamedTuple):
 
 class Op:
     """A computation that consumes values through input ports and produces values
-    through output ports.  Create ops with :meth:`Graph.add_op`."""
+    through output ports.  Create ops with :meth:`Graph.add_op`.
+
+    ``Op(type, name, ...)`` and ``Graph.add_op(type, name, ...)`` take their arguments in the same order: the
+    op's type first, then its name (docs/architecture.md, "The graph")."""
 
     __slots__ = (
         "_name",
@@ -352,7 +355,7 @@ class Op:
         "__weakref__",
     )
 
-    def __init__(self, name: str, type: str | None = None, attrs: dict[str, Any] | None = None,
+    def __init__(self, type: str | None, name: str, attrs: dict[str, Any] | None = None,
                  namespace: str | None = None, *, inputs: Iterable[str | tuple[str, Any]] | int = (),
                  outputs: Iterable[str | tuple[str, Any]] | int = ()) -> None:
         self._name = name
@@ -880,7 +883,7 @@ class Graph:
             name = self.unique_name(default_op_name(type))
         elif name in self._ops:
             raise GraphError(f"an op named {name!r} already exists in {self._describe()}")
-        op = Op(name, type, attrs, namespace, inputs=inputs, outputs=outputs)
+        op = Op(type, name, attrs, namespace, inputs=inputs, outputs=outputs)
         ins = op._inputs
         if sources:
             ports = ins

@@ -695,7 +695,7 @@ class _Exporter:
             f.attribute.extend(attrs["attribute"])
         if "attribute_proto" in attrs:
             infos = attrs.get("attribute_proto_info") or {}
-            holder = Op("attribute_proto", "AttributeDefaults")
+            holder = Op("AttributeDefaults", "attribute_proto")
             for name, value in attrs["attribute_proto"].items():
                 self.attribute(f.attribute_proto, name, value, infos.get(name), None, holder, scope)
         typed = self.body(fg, scope, f.node, None, None, sort)

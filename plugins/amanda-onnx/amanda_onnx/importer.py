@@ -781,7 +781,7 @@ class _Importer:
                 except GraphError:
                     raise self.error(f"{where}: input {name!r} is listed twice") from None
             if F_ATTR_PROTO in d:
-                holder = Op("attribute_proto", "AttributeDefaults")
+                holder = Op("AttributeDefaults", "attribute_proto")
                 pending: list[tuple[Op, str, Any, int | None]] = []
                 values: dict[str, Any] = {}
                 infos: dict[str, Any] = {}
