@@ -35,16 +35,35 @@ def _fields(msg_type: Any, *names: str) -> tuple[Any, ...]:
     return tuple(by_name[n] for n in names)
 
 
-(M_IR, M_OPSET, M_PNAME, M_PVER, M_DOMAIN, M_MVER, M_DOC, M_GRAPH, M_META, M_TRAIN, M_FUNCS, M_CONF) = _fields(
-    onnx.ModelProto, "ir_version", "opset_import", "producer_name", "producer_version", "domain", "model_version",
-    "doc_string", "graph", "metadata_props", "training_info", "functions", "configuration")
-(G_NODE, G_NAME, G_INIT, G_SPARSE, G_DOC, G_IN, G_OUT, G_VI, G_QA, G_META) = _fields(
+# The descriptors of the protobuf fields the reader takes out of ``dict(message.ListFields())``, each named
+# <MESSAGE>_<FIELD> after its message and field (MODEL_PRODUCER_NAME is ModelProto.producer_name).
+(
+    MODEL_IR_VERSION, MODEL_OPSET_IMPORT, MODEL_PRODUCER_NAME, MODEL_PRODUCER_VERSION, MODEL_DOMAIN,
+    MODEL_MODEL_VERSION, MODEL_DOC_STRING, MODEL_GRAPH, MODEL_METADATA_PROPS, MODEL_TRAINING_INFO,
+    MODEL_FUNCTIONS, MODEL_CONFIGURATION,
+) = _fields(
+    onnx.ModelProto, "ir_version", "opset_import", "producer_name", "producer_version", "domain",
+    "model_version", "doc_string", "graph", "metadata_props", "training_info", "functions", "configuration"
+)
+(
+    GRAPH_NODE, GRAPH_NAME, GRAPH_INITIALIZER, GRAPH_SPARSE_INITIALIZER, GRAPH_DOC_STRING, GRAPH_INPUT,
+    GRAPH_OUTPUT, GRAPH_VALUE_INFO, GRAPH_QUANTIZATION_ANNOTATION, GRAPH_METADATA_PROPS,
+) = _fields(
     onnx.GraphProto, "node", "name", "initializer", "sparse_initializer", "doc_string", "input", "output",
-    "value_info", "quantization_annotation", "metadata_props")
-(N_IN, N_OUT, N_NAME, N_TYPE, N_DOMAIN, N_OVERLOAD, N_ATTR, N_DOC, N_META, N_DEV) = _fields(
+    "value_info", "quantization_annotation", "metadata_props"
+)
+(
+    NODE_INPUT, NODE_OUTPUT, NODE_NAME, NODE_OP_TYPE, NODE_DOMAIN, NODE_OVERLOAD, NODE_ATTRIBUTE,
+    NODE_DOC_STRING, NODE_METADATA_PROPS, NODE_DEVICE_CONFIGURATIONS,
+) = _fields(
     onnx.NodeProto, "input", "output", "name", "op_type", "domain", "overload", "attribute", "doc_string",
-    "metadata_props", "device_configurations")
-(A_NAME, A_REF, A_DOC, A_TYPE) = _fields(onnx.AttributeProto, "name", "ref_attr_name", "doc_string", "type")
+    "metadata_props", "device_configurations"
+)
+(
+    ATTR_NAME, ATTR_REF_ATTR_NAME, ATTR_DOC_STRING, ATTR_TYPE,
+) = _fields(
+    onnx.AttributeProto, "name", "ref_attr_name", "doc_string", "type"
+)
 _A_VALUE = {fd: fd.name for fd in _fields(onnx.AttributeProto, "f", "i", "s", "t", "g", "sparse_tensor", "tp",
                                           "floats", "ints", "strings", "tensors", "graphs", "sparse_tensors",
                                           "type_protos")}
@@ -52,13 +71,29 @@ _VALUE_FIELD = {"FLOAT": "f", "INT": "i", "STRING": "s", "TENSOR": "t", "GRAPH":
                 "TYPE_PROTO": "tp", "FLOATS": "floats", "INTS": "ints", "STRINGS": "strings", "TENSORS": "tensors",
                 "GRAPHS": "graphs", "SPARSE_TENSORS": "sparse_tensors", "TYPE_PROTOS": "type_protos"}
 _FIELD_KIND = {v: k for k, v in _VALUE_FIELD.items()}
-(V_NAME, V_TYPE, V_DOC, V_META) = _fields(onnx.ValueInfoProto, "name", "type", "doc_string", "metadata_props")
-(S_VALUES, S_INDICES, S_DIMS) = _fields(onnx.SparseTensorProto, "values", "indices", "dims")
-(F_NAME, F_IN, F_OUT, F_ATTR, F_ATTR_PROTO, F_NODE, F_DOC, F_OPSET, F_DOMAIN, F_OVERLOAD, F_VI, F_META) = _fields(
+(
+    VALUE_INFO_NAME, VALUE_INFO_TYPE, VALUE_INFO_DOC_STRING, VALUE_INFO_METADATA_PROPS,
+) = _fields(
+    onnx.ValueInfoProto, "name", "type", "doc_string", "metadata_props"
+)
+(
+    SPARSE_VALUES, SPARSE_INDICES, SPARSE_DIMS,
+) = _fields(
+    onnx.SparseTensorProto, "values", "indices", "dims"
+)
+(
+    FUNCTION_NAME, FUNCTION_INPUT, FUNCTION_OUTPUT, FUNCTION_ATTRIBUTE, FUNCTION_ATTRIBUTE_PROTO, FUNCTION_NODE,
+    FUNCTION_DOC_STRING, FUNCTION_OPSET_IMPORT, FUNCTION_DOMAIN, FUNCTION_OVERLOAD, FUNCTION_VALUE_INFO,
+    FUNCTION_METADATA_PROPS,
+) = _fields(
     onnx.FunctionProto, "name", "input", "output", "attribute", "attribute_proto", "node", "doc_string",
-    "opset_import", "domain", "overload", "value_info", "metadata_props")
-(T_INIT, T_ALGO, T_IBIND, T_UBIND) = _fields(onnx.TrainingInfoProto, "initialization", "algorithm",
-                                             "initialization_binding", "update_binding")
+    "opset_import", "domain", "overload", "value_info", "metadata_props"
+)
+(
+    TRAINING_INITIALIZATION, TRAINING_ALGORITHM, TRAINING_INITIALIZATION_BINDING, TRAINING_UPDATE_BINDING,
+) = _fields(
+    onnx.TrainingInfoProto, "initialization", "algorithm", "initialization_binding", "update_binding"
+)
 
 _PENDING = object()  # placeholder of a GRAPH attribute until the enclosing graph is complete
 
@@ -222,23 +257,24 @@ class _Importer:
     def run(self) -> Graph:
         d = dict(self.model.ListFields())
         attrs: dict[str, Any] = {}
-        if M_IR in d:
-            attrs["ir_version"] = d.pop(M_IR)
-        opset_entries = d.pop(M_OPSET, ())
+        if MODEL_IR_VERSION in d:
+            attrs["ir_version"] = d.pop(MODEL_IR_VERSION)
+        opset_entries = d.pop(MODEL_OPSET_IMPORT, ())
         opsets = self.opsets(opset_entries, "the model")
         attrs["opset_import"] = entries_to_plain(opset_entries)
-        for fd, key in ((M_PNAME, "producer_name"), (M_PVER, "producer_version"), (M_DOMAIN, "model_domain"),
-                        (M_MVER, "model_version"), (M_DOC, "model_doc_string")):
+        for fd, key in ((MODEL_PRODUCER_NAME, "producer_name"), (MODEL_PRODUCER_VERSION, "producer_version"),
+                        (MODEL_DOMAIN, "model_domain"), (MODEL_MODEL_VERSION, "model_version"),
+                        (MODEL_DOC_STRING, "model_doc_string")):
             if fd in d:
                 attrs[key] = d.pop(fd)
-        if M_META in d:
-            attrs["model_metadata_props"] = entries_to_plain(d.pop(M_META))
+        if MODEL_METADATA_PROPS in d:
+            attrs["model_metadata_props"] = entries_to_plain(d.pop(MODEL_METADATA_PROPS))
         self.default_ns = namespace_for("", opsets)
         g = Graph(self.default_ns, attrs)
-        gp = d.pop(M_GRAPH)
-        funcs = d.pop(M_FUNCS, ())
-        training = d.pop(M_TRAIN, ())
-        conf = d.pop(M_CONF, None)
+        gp = d.pop(MODEL_GRAPH)
+        funcs = d.pop(MODEL_FUNCTIONS, ())
+        training = d.pop(MODEL_TRAINING_INFO, ())
+        conf = d.pop(MODEL_CONFIGURATION, None)
         if d:
             raise self.error(f"the model has fields this importer does not handle: {', '.join(f.name for f in d)}")
         scope = _Scope(g, None, None, opsets, "graph")
@@ -266,16 +302,16 @@ class _Importer:
         d = dict(gp.ListFields())
         g = scope.graph
         attrs = g.attrs
-        if G_NAME in d:
-            attrs["name"] = d.pop(G_NAME)
-        if G_DOC in d:
-            attrs["doc_string"] = d.pop(G_DOC)
-        if G_META in d:
-            attrs["metadata_props"] = entries_to_plain(d.pop(G_META))
+        if GRAPH_NAME in d:
+            attrs["name"] = d.pop(GRAPH_NAME)
+        if GRAPH_DOC_STRING in d:
+            attrs["doc_string"] = d.pop(GRAPH_DOC_STRING)
+        if GRAPH_METADATA_PROPS in d:
+            attrs["metadata_props"] = entries_to_plain(d.pop(GRAPH_METADATA_PROPS))
         values = scope.values
         port_info: dict[str, dict[str, Any]] = {}
         input_names: set[str] = set()
-        for vi in d.pop(G_IN, ()):
+        for vi in d.pop(GRAPH_INPUT, ()):
             name, dtype, extra = self.value_info(vi, scope.where + " input")
             try:
                 port = g.add_input_port(name, dtype)
@@ -285,20 +321,20 @@ class _Importer:
             input_names.add(name)
             if extra:
                 port_info.setdefault("inputs", {})[name] = extra
-        nodes = d.pop(G_NODE, ())
+        nodes = d.pop(GRAPH_NODE, ())
         scope.reserved = {n.name for n in nodes}
-        inits = d.pop(G_INIT, None)
+        inits = d.pop(GRAPH_INITIALIZER, None)
         if inits:
             self.initializers(inits, scope, input_names)
-        for sp in d.pop(G_SPARSE, ()):
+        for sp in d.pop(GRAPH_SPARSE_INITIALIZER, ()):
             self.sparse_initializer(sp, scope, input_names)
         deferred: list[tuple[Op, int, str]] = []
         pending: list[tuple[Op, str, Any, int | None]] = []
         if nodes:
             self.nodes(nodes, scope, deferred, pending)
-        outputs = d.pop(G_OUT, ())
-        value_info = d.pop(G_VI, ())
-        qa = d.pop(G_QA, None)
+        outputs = d.pop(GRAPH_OUTPUT, ())
+        value_info = d.pop(GRAPH_VALUE_INFO, ())
+        qa = d.pop(GRAPH_QUANTIZATION_ANNOTATION, None)
         if d:
             raise self.error(f"{scope.where} has fields this importer does not handle: "
                              f"{', '.join(f.name for f in d)}")
@@ -336,10 +372,10 @@ class _Importer:
 
     def value_info(self, vi: Any, where: str) -> tuple[str, str | None, dict[str, Any] | None]:
         d = dict(vi.ListFields())
-        name = d.pop(V_NAME, None)
+        name = d.pop(VALUE_INFO_NAME, None)
         if not name:
             raise self.error(f"{where} has no name")
-        tp = d.pop(V_TYPE, None)
+        tp = d.pop(VALUE_INFO_TYPE, None)
         dtype = None
         extra: dict[str, Any] | None = None
         if tp is not None:
@@ -348,10 +384,10 @@ class _Importer:
                 extra = {"type": plain, "dtype": dtype}
         if d:
             extra = extra or {}
-            if V_DOC in d:
-                extra["doc_string"] = d.pop(V_DOC)
-            if V_META in d:
-                extra["metadata_props"] = entries_to_plain(d.pop(V_META))
+            if VALUE_INFO_DOC_STRING in d:
+                extra["doc_string"] = d.pop(VALUE_INFO_DOC_STRING)
+            if VALUE_INFO_METADATA_PROPS in d:
+                extra["metadata_props"] = entries_to_plain(d.pop(VALUE_INFO_METADATA_PROPS))
             if d:
                 raise self.error(f"{where} {name!r} has fields this importer does not handle: "
                                  f"{', '.join(f.name for f in d)}")
@@ -436,8 +472,8 @@ class _Importer:
         """A SparseTensorProto: the value, its extras (``values``/``indices`` tensor extras; the values tensor's
         name is returned apart) and the values tensor's name."""
         d = dict(sp.ListFields())
-        vt = d.get(S_VALUES)
-        it = d.get(S_INDICES)
+        vt = d.get(SPARSE_VALUES)
+        it = d.get(SPARSE_INDICES)
         if vt is None or it is None:
             raise self.error(f"{where}: a sparse tensor needs both values and indices")
         values, vx, name = self.tensors.read(vt, where + " values")
@@ -451,7 +487,7 @@ class _Importer:
         if ientry:
             info["indices"] = ientry
         try:
-            value = SparseTensor(values, indices, list(d.get(S_DIMS, ())))
+            value = SparseTensor(values, indices, list(d.get(SPARSE_DIMS, ())))
         except (TypeError, ValueError) as e:
             raise self.error(f"{where}{f' {name!r}' if name else ''}: {e}") from None
         return value, info, name
@@ -481,17 +517,17 @@ class _Importer:
         for n in nodes:
             ins = outs = op_type = name = domain = attr_list = rest = None
             for fd, v in n.ListFields():
-                if fd is N_IN:
+                if fd is NODE_INPUT:
                     ins = v[:]
-                elif fd is N_OUT:
+                elif fd is NODE_OUTPUT:
                     outs = v[:]
-                elif fd is N_NAME:
+                elif fd is NODE_NAME:
                     name = v
-                elif fd is N_TYPE:
+                elif fd is NODE_OP_TYPE:
                     op_type = v
-                elif fd is N_ATTR:
+                elif fd is NODE_ATTRIBUTE:
                     attr_list = v
-                elif fd is N_DOMAIN:
+                elif fd is NODE_DOMAIN:
                     domain = v
                 else:
                     if rest is None:
@@ -578,14 +614,14 @@ class _Importer:
         return plan, (None if ns == graph_ns else ns), domain_meta
 
     def node_extras(self, d: dict[Any, Any], meta: dict[str, Any], op_name: str, scope: _Scope) -> None:
-        if N_OVERLOAD in d:
-            meta["overload"] = d.pop(N_OVERLOAD)
-        if N_DOC in d:
-            meta["doc_string"] = d.pop(N_DOC)
-        if N_META in d:
-            meta["metadata_props"] = entries_to_plain(d.pop(N_META))
-        if N_DEV in d:
-            meta["device_configurations"] = entries_to_plain(d.pop(N_DEV))
+        if NODE_OVERLOAD in d:
+            meta["overload"] = d.pop(NODE_OVERLOAD)
+        if NODE_DOC_STRING in d:
+            meta["doc_string"] = d.pop(NODE_DOC_STRING)
+        if NODE_METADATA_PROPS in d:
+            meta["metadata_props"] = entries_to_plain(d.pop(NODE_METADATA_PROPS))
+        if NODE_DEVICE_CONFIGURATIONS in d:
+            meta["device_configurations"] = entries_to_plain(d.pop(NODE_DEVICE_CONFIGURATIONS))
         if d:
             raise self.error(f"{scope.where}: node {op_name!r} has fields this importer does not handle: "
                              f"{', '.join(f.name for f in d)}")
@@ -626,17 +662,17 @@ class _Importer:
     def attribute(self, a: Any, op: Op, pending: list[tuple[Op, str, Any, int | None]],
                   scope: _Scope) -> tuple[str, Any, str, dict[str, Any] | None]:
         d = dict(a.ListFields())
-        name = d.pop(A_NAME, None)
+        name = d.pop(ATTR_NAME, None)
         if name is None:
             raise self.error(f"{scope.where}: node {_node_label(op)} has an attribute without a name")
-        kind_number = d.pop(A_TYPE, None)
+        kind_number = d.pop(ATTR_TYPE, None)
         info: dict[str, Any] | None = None
-        if A_DOC in d or A_REF in d:
+        if ATTR_DOC_STRING in d or ATTR_REF_ATTR_NAME in d:
             info = {}
-            if A_DOC in d:
-                info["doc_string"] = d.pop(A_DOC)
-            if A_REF in d:
-                info["ref_attr_name"] = d.pop(A_REF)
+            if ATTR_DOC_STRING in d:
+                info["doc_string"] = d.pop(ATTR_DOC_STRING)
+            if ATTR_REF_ATTR_NAME in d:
+                info["ref_attr_name"] = d.pop(ATTR_REF_ATTR_NAME)
         where = f"attribute {name!r} of node {_node_label(op)} in {scope.where}"
         present = [(fd, v) for fd, v in d.items() if fd in _A_VALUE]
         if len(present) != len(d):
@@ -755,19 +791,20 @@ class _Importer:
     def function(self, f: Any) -> Graph:
         d = dict(f.ListFields())
         attrs: dict[str, Any] = {}
-        fname = d.get(F_NAME, "")
-        fdomain = d.get(F_DOMAIN, "")
+        fname = d.get(FUNCTION_NAME, "")
+        fdomain = d.get(FUNCTION_DOMAIN, "")
         where = f"function {fdomain + '.' if fdomain else ''}{fname}"
-        for fd, key in ((F_NAME, "name"), (F_DOMAIN, "domain"), (F_OVERLOAD, "overload"), (F_DOC, "doc_string")):
+        for fd, key in ((FUNCTION_NAME, "name"), (FUNCTION_DOMAIN, "domain"), (FUNCTION_OVERLOAD, "overload"),
+                        (FUNCTION_DOC_STRING, "doc_string")):
             if fd in d:
                 attrs[key] = d.pop(fd)
-        opset_entries = d.pop(F_OPSET, ())
+        opset_entries = d.pop(FUNCTION_OPSET_IMPORT, ())
         opsets = self.opsets(opset_entries, where)
         attrs["opset_import"] = entries_to_plain(opset_entries)
-        if F_ATTR in d:
-            attrs["attribute"] = d.pop(F_ATTR)[:]
-        if F_META in d:
-            attrs["metadata_props"] = entries_to_plain(d.pop(F_META))
+        if FUNCTION_ATTRIBUTE in d:
+            attrs["attribute"] = d.pop(FUNCTION_ATTRIBUTE)[:]
+        if FUNCTION_METADATA_PROPS in d:
+            attrs["metadata_props"] = entries_to_plain(d.pop(FUNCTION_METADATA_PROPS))
         ns = namespace_for("", opsets)
         g = Graph(ns, attrs)
         attrs = g.attrs  # the graph keeps a copy
@@ -775,17 +812,17 @@ class _Importer:
         saved = self.default_ns
         self.default_ns = ns
         try:
-            for name in d.pop(F_IN, ()):
+            for name in d.pop(FUNCTION_INPUT, ()):
                 try:
                     scope.values[name] = g.add_input_port(name)
                 except GraphError:
                     raise self.error(f"{where}: input {name!r} is listed twice") from None
-            if F_ATTR_PROTO in d:
+            if FUNCTION_ATTRIBUTE_PROTO in d:
                 holder = Op("AttributeDefaults", "attribute_proto")
                 pending: list[tuple[Op, str, Any, int | None]] = []
                 values: dict[str, Any] = {}
                 infos: dict[str, Any] = {}
-                for a in d.pop(F_ATTR_PROTO):
+                for a in d.pop(FUNCTION_ATTRIBUTE_PROTO):
                     name, value, kind, info = self.attribute(a, holder, pending, scope)
                     values[name] = value
                     info = dict(info or {})
@@ -795,7 +832,7 @@ class _Importer:
                     raise self.error(f"{where}: graph-valued attribute defaults are not supported")
                 attrs["attribute_proto"] = values
                 attrs["attribute_proto_info"] = infos
-            nodes = d.pop(F_NODE, ())
+            nodes = d.pop(FUNCTION_NODE, ())
             scope.reserved = {n.name for n in nodes}
             deferred: list[tuple[Op, int, str]] = []
             pend: list[tuple[Op, str, Any, int | None]] = []
@@ -809,7 +846,7 @@ class _Importer:
                     raise self.error(f"{where}: node {_node_label(op)} reads the value {name!r}, which nothing "
                                      "in the function produces")
                 g.connect(src, op.input_ports[i])
-            for name in d.pop(F_OUT, ()):
+            for name in d.pop(FUNCTION_OUTPUT, ()):
                 try:
                     port = g.add_output_port(name)
                 except GraphError:
@@ -818,8 +855,8 @@ class _Importer:
                 if src is None:
                     raise self.error(f"{where}: output {name!r} is produced by no node or input")
                 g.connect(src, port)
-            if F_VI in d:
-                attrs["value_info"] = self.value_infos(d.pop(F_VI), scope)
+            if FUNCTION_VALUE_INFO in d:
+                attrs["value_info"] = self.value_infos(d.pop(FUNCTION_VALUE_INFO), scope)
             if d:
                 raise self.error(f"{where} has fields this importer does not handle: "
                                  f"{', '.join(f.name for f in d)}")
@@ -832,16 +869,16 @@ class _Importer:
     def training(self, t: Any, main: _Scope, index: int) -> dict[str, Any]:
         d = dict(t.ListFields())
         out: dict[str, Any] = {}
-        for fd, key in ((T_INIT, "initialization"), (T_ALGO, "algorithm")):
+        for fd, key in ((TRAINING_INITIALIZATION, "initialization"), (TRAINING_ALGORITHM, "algorithm")):
             gp = d.pop(fd, None)
             if gp is not None:
                 g = Graph(self.default_ns)
                 self.graph(gp, _Scope(g, main, None, main.opsets, f"training_info[{index}].{key}"))
                 out[key] = g
-        if T_IBIND in d:
-            out["initialization_binding"] = entries_to_plain(d.pop(T_IBIND))
-        if T_UBIND in d:
-            out["update_binding"] = entries_to_plain(d.pop(T_UBIND))
+        if TRAINING_INITIALIZATION_BINDING in d:
+            out["initialization_binding"] = entries_to_plain(d.pop(TRAINING_INITIALIZATION_BINDING))
+        if TRAINING_UPDATE_BINDING in d:
+            out["update_binding"] = entries_to_plain(d.pop(TRAINING_UPDATE_BINDING))
         if d:
             raise self.error(f"training_info[{index}] has fields this importer does not handle")
         return out
