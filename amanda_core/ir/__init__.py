@@ -1,4 +1,4 @@
-"""The graph abstraction (seed "The Design of Amanda", section Graph Abstraction)."""
+"""The graph abstraction: graphs, ops, ports, edges, tensors (``docs/architecture.md``, "The graph")."""
 
 from .bulk import bulk_build
 from .compare import values_equal

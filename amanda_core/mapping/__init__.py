@@ -1,4 +1,4 @@
-"""Mapping tables (seed "The Design of Amanda", section Mapping Mechanism): declarative rules that match
+"""Mapping tables (``docs/mapping-tables.md``): declarative rules that match
 subgraphs in one namespace and rewrite them into another.
 
 * :mod:`.table` - the table grammar, loading, dumping;  :mod:`.check` - checking tables against schemas;

@@ -1,7 +1,7 @@
 """Expressions in mapping tables: ``${...}``.
 
 An expression is Python.  It is either one expression (``${axis + 1}``) or a body of statements that ends in
-``return`` (the design's multi-line form)::
+``return`` (the multi-line form, ``docs/mapping-tables.md``, "Expressions")::
 
     T: |
       ${

@@ -1,6 +1,6 @@
 """Rewriting a match with a rule's mapper.
 
-The design's rules, and how the gaps it leaves are closed (``docs/mapping-tables.md``):
+The rules of rewriting (``docs/mapping-tables.md``, "Mappers"):
 
 * a key in both matcher and mapper names the matched op, updated in place (type, attributes, name, ports);
   a key only in the matcher names an op that is removed; a key only in the mapper names a new op;

@@ -1,4 +1,4 @@
-"""Mapping tables: the design's declarative rules, as data.
+"""Mapping tables: declarative rules, as data (``docs/mapping-tables.md``).
 
 The YAML form (``docs/mapping-tables.md`` has the whole grammar with examples)::
 

@@ -1,4 +1,5 @@
-"""Graph transformations (the Aidge seed's remove, replace, expand, fuse into a meta-op, and back).
+"""Graph transformations: remove, replace, expand, fuse into a meta-op, and back (``docs/mapping-tables.md``,
+"Transformations").
 
 Each is a function, and each is reachable from a mapping table:
 
@@ -12,7 +13,8 @@ fuse into a meta-op    :func:`fuse`                                          ``d
 expand a meta-op back  :func:`unfuse`                                        ``dst: {inline: true}``
 =====================  ====================================================  ==================================
 
-A meta-op is an op with a body: matching sees it as one op and never looks inside it, as the seed's MetaNode.
+A meta-op is an op with a body: matching sees it as one op and never looks inside it
+(``docs/mapping-tables.md``, "Matchers" and "Transformations").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Namespaces (seed "The Design of Amanda", section Namespace): names and
+"""Namespaces (``docs/namespaces.md``): names and
 versions, namespace schemas, pluggable type systems, the registry, validation."""
 
 from .names import NamespaceName, NamespaceSpec, is_within, parse_namespace, parse_spec

@@ -1,6 +1,6 @@
 """Namespace schemas: the exact dictionary of one namespace's ops.
 
-The YAML form is the seed's ``namespace_schema``::
+The YAML form, ``namespace_schema`` (``docs/namespaces.md``, "Schemas")::
 
     namespace_schema:
       namespace: amanda/tensorflow/2.21.0

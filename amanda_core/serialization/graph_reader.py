@@ -81,7 +81,7 @@ class _Reader:
             self.open_sidecar(spec["tensor_data"], path + ("tensor_data",))
         attrs = self.attrs(spec.get("attrs"), path + ("attrs",))
         namespace = spec.get("namespace")
-        if owner is None and "namespace" in attrs:  # the design calls namespace a built-in graph attribute
+        if owner is None and "namespace" in attrs:  # attrs.namespace: docs/yaml-format.md, "Names and edges"
             ns_attr = attrs.pop("namespace")
             if namespace is not None and namespace != ns_attr:
                 raise self.error(f"namespace given twice: {namespace!r} and attrs.namespace {ns_attr!r}",
@@ -123,7 +123,7 @@ class _Reader:
                                  path + (key,))
         attrs = self.attrs(spec.get("attrs"), path + ("attrs",))
         op_type = spec.get("type")
-        if "type" in attrs and "type" not in spec:  # the design calls type a built-in attribute, under attrs
+        if "type" in attrs and "type" not in spec:  # attrs.type: docs/yaml-format.md, "Names and edges"
             attr_type = attrs.pop("type")
             if op_type is not None and op_type != attr_type:
                 raise self.error(f"op {name!r} has type {op_type!r} and attrs.type {attr_type!r}",
@@ -335,7 +335,7 @@ def load_graph(source: str | os.PathLike[str], *, filename: str | None = None,
                warnings: list[str] | None = None) -> Graph:
     """Read a graph from a YAML file (a path) or from YAML text.
 
-    A document holding one op (the design's ``fc`` example) gives a graph with that op alone.  Deviations from
+    A document holding one op gives a graph with that op alone (``docs/yaml-format.md``).  Deviations from
     the grammar that have one obvious meaning are read that way and described in ``warnings``; every other
     problem raises :class:`FormatError` with file and line.
     """

@@ -1,4 +1,4 @@
-"""The YAML text format of graphs (the design's "Full Specification").
+"""The YAML text format of graphs (``docs/yaml-format.md``).
 
 A file holds one graph::
 
@@ -21,7 +21,7 @@ A file holds one graph::
         - a.^control -> b.^control           # control edge
       tensor_data: model.tensors             # written by the dumper when tensors live in a sidecar file
 
-or one op (a document whose only key is the op's name), as the design's ``fc`` and ``h`` examples are written.
+or one op (a document whose only key is the op's name; ``docs/yaml-format.md``).
 
 Inside an op's body the op's own ports are named after the op (``h.hx -> f.x``), or ``graph.hx``.  Edge ends are
 split at their last ``.``: op names may contain dots, port names may not.
@@ -37,9 +37,9 @@ Attribute values are plain YAML, plus these tags:
 * ``!tuple [...]``, ``!scalar {dtype: float32, value: 1.5}`` (a numpy scalar), and YAML's ``!!binary`` for bytes;
 * tags that plugins register with :func:`register_value_type` for their own value classes.
 
-Where the design's own examples stray from the grammar, the loader reads what they obviously mean and says so
-in ``warnings`` (see ``docs/yaml-format.md``); anything it cannot read is a :class:`FormatError` with file and
-line.
+Where a file strays from the grammar in a way with one obvious meaning, the loader reads that meaning and says
+so in ``warnings`` (``docs/yaml-format.md``, "Lenient reading"); anything it cannot read is a
+:class:`FormatError` with file and line.
 
 This module is the format's public face; the work is done in four modules beside it:
 

@@ -15,7 +15,7 @@ have no numpy type.  The table needs no TensorFlow at run time.
 
 Port dtype strings
 ------------------
-A port's dtype in the IR is a string (see the seed's TensorFlow example):
+A port's dtype in the IR is a string (as in examples/seed and examples/schemas/tensorflow-1.13.1.yaml):
 
 =======================  =================================================
 ``float32``              a float32 tensor of unknown shape

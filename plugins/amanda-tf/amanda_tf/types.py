@@ -15,8 +15,8 @@ Attribute types are TensorFlow's OpDef attribute types, qualified ``tf.``:
 ``tf.list(X)``      list (or tuple) of values of ``X``, for each ``X`` above
 ==================  ============================================================
 
-``tf.DType``, ``tf.TensorShape`` and ``tf.Tensor`` (the names of the design's
-minimal schema) are aliases of ``tf.type``, ``tf.shape`` and ``tf.tensor``,
+``tf.DType``, ``tf.TensorShape`` and ``tf.Tensor`` (the names of the minimal
+schema examples/schemas/tensorflow-1.13.1.yaml) are aliases of ``tf.type``, ``tf.shape`` and ``tf.tensor``,
 also inside ``list(...)``.
 
 Port types say which dtypes a port may carry (:meth:`TFTypeSystem.check_dtype`):
@@ -300,7 +300,7 @@ class TFTypeSystem(TypeSystem):
         if attr is not None:
             reason = self._check_bound(attr, d, ctx)
         elif expr in ("DType", "type"):
-            return None  # any dtype, reference types included (the design's minimal schema types VariableV2's ref so)
+            return None  # any dtype, refs included (examples/schemas/tensorflow-1.13.1.yaml types VariableV2's ref so)
         elif is_dtype_name(expr, ref=None):
             if expr.endswith("_ref"):
                 want_ref, expr = True, expr[:-4]

@@ -191,7 +191,7 @@ def test_tensor_default_dumps_to_yaml(tf_schema):
 
 
 def seed_graph(version: str) -> Graph:
-    """The seed's TensorFlow single-layer graph ("A realistic example"), in the installed namespace."""
+    """The TensorFlow single-layer graph of examples/seed/tf_single_layer.yaml, in the installed namespace."""
     g = Graph(f"amanda/tensorflow/{version}", {"versions": {"producer": 27}})
     ph = g.add_op("Placeholder", "Placeholder", attrs={"shape": [1, 784], "dtype": "float32"},
                   outputs=[("output", "float32")])

@@ -299,7 +299,8 @@ def test_unusable_port_types_and_dtypes_are_reported():
 
 
 def test_seed_minimal_schema_validates_with_the_tf_type_system():
-    """The design's minimal schema (tf.DType, tf.TensorShape) and its graph, checked by this type system."""
+    """The minimal schema examples/schemas/tensorflow-1.13.1.yaml (tf.DType, tf.TensorShape) and its graph,
+    checked by this type system."""
     examples = Path(__file__).resolve().parents[3] / "examples" / "schemas" / "tensorflow-1.13.1.yaml"
     reg = NamespaceRegistry(TypeSystemRegistry([PythonTypeSystem(), TFTypeSystem()]))
     reg.add_schema(load_schema(examples))

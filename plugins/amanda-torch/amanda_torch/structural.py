@@ -52,7 +52,7 @@ def _op(kind: str, reason: str, inputs: list[Any] | None = None, outputs: list[A
 
 
 STRUCTURAL: tuple[dict[str, Any], ...] = (
-    _op("prim::Param", "the node whose outputs are a graph's inputs; the design's PyTorch example keeps "
+    _op("prim::Param", "the node whose outputs are a graph's inputs; examples/seed/pytorch_single_layer.yaml keeps "
         "parameters as prim::Param outputs", outputs=[{"outputs*": _ANY}]),
     _op("prim::Return", "the node whose inputs are a graph's (or block's) outputs",
         inputs=[{"inputs*": _ANY}]),

@@ -205,11 +205,11 @@ def test_structural_kinds_are_entries_with_their_reason(torch_schema):
             assert op.attrs == (), op.type  # a schema never turns a port into an attribute
 
 
-# --------------------------------------------------------------------------- the seed's graph
+# --------------------------------------------------------------------------- examples/seed's graph
 
 
 def seed_torch_graph(namespace=NAMESPACE):
-    """The design's "realistic example", PyTorch single-layer graph."""
+    """The PyTorch single-layer graph of examples/seed/pytorch_single_layer.yaml."""
     g = Graph(namespace)
     i = g.add_input_port("in0", "Float(1, 784)")
     o = g.add_output_port("out0")

@@ -1,5 +1,5 @@
-"""The design's mapping examples read TorchScript dtypes through the torch type system: its expression
-``op.output_ports["out0"].dtype.scalarType()`` works on what the plugin parses."""
+"""The mapping examples (docs/mapping-tables.md, "The design's examples") read TorchScript dtypes through
+the torch type system: its expression ``op.output_ports["out0"].dtype.scalarType()`` works on what the plugin parses."""
 
 from pathlib import Path
 
