@@ -305,3 +305,25 @@ def dump_table_dict(table: Any) -> Any:
     from amanda_core.mapping.table import table_to_dict
 
     return table_to_dict(table)
+
+
+def test_a_pass_marked_before_runs_before_its_table_and_explain_says_so():
+    from amanda_core.mapping import convert
+    from amanda_core.plugin.types import GraphPass
+
+    t = table_from_dict({"table": {"name": "toy-to-other", "src": "amanda/toy/1", "dst": "amanda/other/1",
+                                   "rules": RELU}})
+    seen = []
+
+    def look(graph: Graph) -> str:
+        seen.append([op.type for op in graph])
+        return "looked"
+
+    result = convert(relu_graph(), "amanda/other/1", [t], reg(),
+                     passes=[GraphPass("early", ("toy-to-other",), look, before=True),
+                             GraphPass("late", ("toy-to-other",), look)])
+    assert seen == [["Relu"], ["ReLU"]]  # the graph before the table, then after it
+    assert result.passes_before == [(0, "early", "looked")] and result.passes == [(0, "late", "looked")]
+    lines = result.explain().splitlines()
+    assert lines[0] == "pass early, before table toy-to-other: looked"
+    assert lines[1].startswith("table toy-to-other:") and "  then pass late: looked" in lines

@@ -71,6 +71,8 @@ class Conversion:
     """Graph passes that ran: (index of the step they followed, pass name, its summary)."""
     source: str | None = None
     """The namespace the graph was in before the conversion."""
+    passes_before: list[tuple[int, str, str]] = attrs.field(factory=list)
+    """Graph passes that ran before a table (``GraphPass.before``): (index of the step, pass name, summary)."""
 
     def explain(self) -> str:
         """Per table and rule: how many matches each rewrote and which ops it produced."""
@@ -78,6 +80,9 @@ class Conversion:
         for step_index, report in enumerate(self.reports):
             step = self.steps[step_index] if step_index < len(self.steps) else None
             ahead = " (ahead of the chain: the ops it has rules for, where they stand)" if step and step.ahead else ""
+            for before, name, summary in self.passes_before:
+                if before == step_index:
+                    lines.append(f"pass {name}, before table {report.table}: {summary}")
             lines.append(f"table {report.table}: {report.src} -> {report.dst}{ahead}")
             if step is not None and step.over:
                 others = ", ".join(f"{t.name} ({_origin(t)})" for t in step.over)
@@ -307,19 +312,16 @@ def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry:
         work.namespace = source
     reports = []
     ran: list[tuple[int, str, str]] = []
+    early: list[tuple[int, str, str]] = []
     for i, step in enumerate(steps):
+        for graph_pass in passes:
+            if graph_pass.before and step.table.name in graph_pass.tables:
+                early.append((i, graph_pass.name, _run_pass(graph_pass, work, step, "before")))
         reports.append(converter.apply(work, step.table, src=step.src, dst=step.dst, include_tags=include_tags,
                                        exclude_tags=exclude_tags))
         for graph_pass in passes:
-            if step.table.name in graph_pass.tables:
-                try:
-                    summary = graph_pass.run(work)
-                except AmandaError:
-                    raise
-                except Exception as e:
-                    raise ConversionError(f"graph pass {graph_pass.name!r} (after table {step.table.name!r}) "
-                                          f"failed: {type(e).__name__}: {e}") from e
-                ran.append((i, graph_pass.name, str(summary)))
+            if not graph_pass.before and step.table.name in graph_pass.tables:
+                ran.append((i, graph_pass.name, _run_pass(graph_pass, work, step, "after")))
         if infer is not None and i + 1 < len(steps) and not step.ahead and not _same_family(step.src, step.dst):
             try:
                 typed = infer(work, step.dst)
@@ -332,7 +334,7 @@ def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry:
     if problems:
         raise ConversionError(f"the converted graph is broken: {'; '.join(problems[:5])}")
     left = unconverted_ops(work, target_ns, registry) if steps else []  # no step: nothing was asked to change
-    result = Conversion(work, target_ns, steps, reports, left, ran, source)
+    result = Conversion(work, target_ns, steps, reports, left, ran, source, early)
     if left and not allow_partial:
         total = sum(n for _, _, n, _ in left)
         lines = [f"{n} x {t} ({ns or 'no namespace'}), e.g. {', '.join(names)}" for t, ns, n, names in left]
@@ -344,6 +346,16 @@ def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry:
                               f"{shown}); no rule maps them:\n  " + "\n  ".join(lines)
                               + "\n(--allow-partial keeps them as they are)", left)
     return result
+
+
+def _run_pass(graph_pass: GraphPass, graph: Graph, step: Step, when: str) -> str:
+    try:
+        return str(graph_pass.run(graph))
+    except AmandaError:
+        raise
+    except Exception as e:
+        raise ConversionError(f"graph pass {graph_pass.name!r} ({when} table {step.table.name!r}) failed: "
+                              f"{type(e).__name__}: {e}") from e
 
 
 def _ahead_steps(source: str, target: str, tables: Sequence[MappingTable]) -> list[Step]:

@@ -212,9 +212,12 @@ class GraphPass:
 
     ``run(graph)`` changes the graph in place and returns a one-line summary (``"104 transposes -> 1"``), shown by
     ``--explain``.  It runs after every table named in ``tables`` (a table's ``name``, or the ``part_of`` name of
-    tables written in parts), in the order passes were registered."""
+    tables written in parts), in the order passes were registered; with ``before``, it runs before each of them
+    instead (a structure the table's rules cannot read, rewritten into one they can: ONNX control flow whose
+    branches read outer values by name becomes torch's, whose blocks take them as inputs)."""
 
     name: str
     tables: tuple[str, ...]
     run: Callable[[Graph], str]
     description: str = ""
+    before: bool = False
