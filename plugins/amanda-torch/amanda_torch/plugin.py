@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from amanda_core import Exporter, Importer, Runner, hookimpl
+from amanda_core import Exporter, GraphPass, Importer, Runner, hookimpl
 from amanda_core.namespace.registry import NamespaceProvider
 from amanda_core.namespace.types import TypeSystem
 from amanda_core.plugin import lazy
@@ -81,3 +81,27 @@ def amanda_runners() -> list[Runner]:
 def amanda_mapping_tables() -> list[Any]:
     """torch <-> ONNX tables (``amanda_torch/tables/*.yaml``)."""
     return sorted(TABLES.glob("*.yaml"))
+
+
+def _fold(graph: Any) -> str:
+    from .onnx_passes import fold
+
+    return fold(graph).summary()
+
+
+def _gelu(graph: Any) -> str:
+    from .onnx_passes import fuse_gelu
+
+    return fuse_gelu(graph).summary()
+
+
+@hookimpl
+def amanda_graph_passes() -> list[GraphPass]:
+    """``torch-onnx-fold`` after ``torch-to-onnx`` (batch norm and zero padding into convolutions, constant
+    subgraphs folded, Constant nodes as initializers) and ``torch-onnx-gelu`` after ``onnx-opset-19-to-20`` (the
+    GELU subgraphs of ``torch-to-onnx`` as ``Gelu``): ``docs/torch.md``, "What is folded"."""
+    return [GraphPass(name="torch-onnx-fold", tables=("torch-to-onnx",), run=_fold,
+                      description="folds BatchNormalization and zero Pad into Conv, constant subgraphs into "
+                                  "initializers"),
+            GraphPass(name="torch-onnx-gelu", tables=("onnx-opset-19-to-20",), run=_gelu,
+                      description="the GELU subgraphs torch-to-onnx writes at opset 18 as one Gelu (opset 20)")]
