@@ -183,12 +183,13 @@ def test_bad_value_types_are_reported_with_position(bad):
 
 
 def _all_value_types(graph, out):
-    """Each value's type as the graph prints it (``type().str()``) and in annotation form (``str(type())``)."""
+    """Each value's type as the graph prints it (``type().str()``) and in annotation form (``str(type())``), with
+    the torch type it came from: ``(text, type)`` pairs."""
     for v in graph.inputs():
-        out += [v.type().str(), str(v.type())]
+        out += [(v.type().str(), v.type()), (str(v.type()), v.type())]
     for node in graph.nodes():
         for v in node.outputs():
-            out += [v.type().str(), str(v.type())]
+            out += [(v.type().str(), v.type()), (str(v.type()), v.type())]
         for block in node.blocks():
             _all_value_types(block, out)
         for name in node.attributeNames():
@@ -201,12 +202,11 @@ def test_every_value_type_of_a_real_trace_round_trips():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(784, 100, bias=False), torch.nn.ReLU())
     traced = torch.jit.trace(model, (torch.randn(1, 784),))
-    texts = _all_value_types(traced.graph, []) + _all_value_types(traced.inlined_graph, [])
+    pairs = _all_value_types(traced.graph, []) + _all_value_types(traced.inlined_graph, [])
+    texts = [text for text, _ in pairs]
     assert "Float(1, 784, strides=[784, 1], requires_grad=0, device=cpu)" in texts
     assert "Float(1, 100, strides=[100, 1], requires_grad=1, device=cpu)" in texts
-    for text in texts:
-        t = TS.parse_dtype(text)
-        assert str(t) == text
+    _assert_parsed_as_torch_types(pairs)
     relu = [n for n in traced.inlined_graph.nodes() if n.kind() == "aten::relu"][0]
     out = TS.parse_dtype(relu.output().type().str())
     assert out.scalarType() == "Float" and out.sizes() == list(relu.output().type().sizes())
@@ -224,10 +224,20 @@ def test_every_value_type_of_a_scripted_module_round_trips():
             return torch.jit.wait(fut) + d["k"] + x, pair, x.device, x.dtype, x.size()
 
     scripted = torch.jit.script(M())
-    texts = _all_value_types(scripted.graph, [])
-    assert {"Future[Tensor]", "Dict(str, Tensor)", "Tensor?", "Device", "int[]"} <= set(texts)
-    for text in texts:
-        assert str(TS.parse_dtype(text)) == text
+    pairs = _all_value_types(scripted.graph, [])
+    assert {"Future[Tensor]", "Dict(str, Tensor)", "Tensor?", "Device", "int[]"} <= {text for text, _ in pairs}
+    _assert_parsed_as_torch_types(pairs)
+
+
+def _assert_parsed_as_torch_types(pairs):
+    """Each text parses to the kind torch gave it, and a tensor type as the graph prints it to torch's scalar type
+    and sizes (the annotation form, ``Tensor``, has neither)."""
+    for text, ty in pairs:
+        t = TS.parse_dtype(text)
+        assert t.kind() == ty.kind(), text
+        if ty.kind() == "TensorType" and text == ty.str():
+            assert (t.scalarType(), t.sizes()) == (ty.scalarType(), ty.varyingSizes()), text
+        assert str(t) == text
 
 
 # --------------------------------------------------------------------------- schema types
