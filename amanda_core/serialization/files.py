@@ -6,14 +6,16 @@ Files and folders appear with the permissions a plain ``open()`` / ``os.mkdir()`
 
 from __future__ import annotations
 
-__all__ = ["atomic_write", "atomic_write_many", "atomic_directory", "default_mode", "check_parent_dir"]
+__all__ = ["atomic_write", "atomic_write_many", "atomic_directory", "default_mode", "check_parent_dir",
+           "start_writeback"]
 
 import contextlib
 import os
 import shutil
+import sys
 import tempfile
 import threading
-from typing import IO, Iterator, Sequence
+from typing import IO, Any, Iterator, Sequence
 
 from ..errors import AmandaError
 
@@ -48,6 +50,33 @@ def check_parent_dir(path: str | os.PathLike[str]) -> None:
         raise AmandaError(f"{target}: the folder {shown} does not exist (create it first, e.g. mkdir -p {shown})")
     if not os.path.isdir(parent):
         raise AmandaError(f"{target}: {os.path.dirname(target.rstrip('/' + os.sep))} is a file, not a folder")
+
+
+_sync_file_range: list[Any] = []
+
+
+def start_writeback(f: IO[bytes]) -> None:
+    """Ask the OS to start writing ``f``'s dirty pages to disk now, without waiting for them (Linux's
+    ``sync_file_range(SYNC_FILE_RANGE_WRITE)``; nothing elsewhere).  A large file written piece by piece and then
+    fsynced (every atomic write here is) spends less time in the final ``fsync`` when its writeback overlaps the
+    writing: call this after each large piece."""
+    if not _sync_file_range:
+        fn = None
+        if sys.platform.startswith("linux"):
+            try:
+                import ctypes
+
+                fn = ctypes.CDLL(None, use_errno=True).sync_file_range
+                fn.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint]
+                fn.restype = ctypes.c_int
+            except (OSError, AttributeError):
+                fn = None
+        _sync_file_range.append(fn)
+    fn = _sync_file_range[0]
+    if fn is None:
+        return
+    f.flush()
+    fn(f.fileno(), 0, 0, 2)  # SYNC_FILE_RANGE_WRITE over the whole file; a failure only means no head start
 
 
 @contextlib.contextmanager

@@ -24,6 +24,7 @@ from amanda_core.errors import GraphError, NamespaceError
 from amanda_core.ir import Graph, GraphOutput, Op, OutputPort, Tensor, bulk_build
 from amanda_core.ir.tensor import FileTensor
 from amanda_core.serialization import atomic_write, atomic_write_many
+from amanda_core.serialization.files import start_writeback
 
 from .common import KIND_NUMBERS, PLANS, Plan, domain_component, infer_kind, namespace_domain
 from .dtypes import type_proto_from_dtype
@@ -854,6 +855,7 @@ def save_model(graph: Graph, target: str | os.PathLike[str] | None = None, *, ex
     total = sum(_piece_len(p) for p in pieces) + sum(len(c[3]) if isinstance(c[3], bytes) else c[2]
                                                    for c in chunks)
     data_path = os.path.join(os.path.dirname(os.path.abspath(path)), location)
+    _unsynced.clear()
     with progress.task(f"writing {os.path.basename(path)}", total=total, unit="B") as bar:
         if chunks:
             with atomic_write_many([path, data_path], "wb") as fs:
@@ -863,11 +865,13 @@ def save_model(graph: Graph, target: str | os.PathLike[str] | None = None, *, ex
                     if offset > pos:
                         fs[1].write(b"\0" * (offset - pos))
                     _write_value(fs[1], data, nbytes, where)
+                    _written(fs[1], nbytes)
                     bar.advance(nbytes)
                     pos = offset + nbytes
         else:
             with atomic_write(path, "wb") as f:
                 _write_pieces(f, pieces, bar)
+    _unsynced.clear()
     for tp, _, _, _ in exp.sources:
         tp.ClearField("raw_data")
     return model
@@ -928,10 +932,26 @@ def _write_pieces(f: Any, pieces: list[Any], bar: Any) -> None:
     for p in pieces:
         if isinstance(p, _Source):
             _write_value(f, p.value, p.nbytes, p.where)
+            _written(f, p.nbytes)
             bar.advance(p.nbytes)
         else:
             f.write(p)
             bar.advance(len(p))
+
+
+_WRITEBACK_EVERY = 64 * 2**20
+_unsynced: dict[int, int] = {}
+
+
+def _written(f: Any, nbytes: int) -> None:
+    """Count the tensor bytes written to ``f`` since its writeback last started; past 64 MB, start it, so that
+    the atomic write's final fsync overlaps the writing rather than following it."""
+    key = id(f)
+    n = _unsynced.get(key, 0) + nbytes
+    if n >= _WRITEBACK_EVERY:
+        start_writeback(f)
+        n = 0
+    _unsynced[key] = n
 
 
 def _write_value(f: Any, value: Any, nbytes: int, where: str) -> None:
