@@ -14,6 +14,8 @@ differs).  The goal is no ``wrong`` and no ``error``: a conversion that cannot b
     .venv/bin/python bench/onnx_node_suite_tf.py            # the full run (prints the counts)
     .venv/bin/python bench/onnx_node_suite_tf.py -v         # and every case that did not pass, with the reason
     .venv/bin/python bench/onnx_node_suite_tf.py test_add test_conv_with_strides_padding   # some cases
+    .venv/bin/python bench/onnx_node_suite_tf.py -k resize -k reduce   # cases whose name holds a word
+    .venv/bin/python bench/onnx_node_suite_tf.py --groups   # refusals grouped by unconverted op, largest first
 
 The functions here are also what ``plugins/amanda-tf/tests/test_onnx_to_tf.py`` runs on its subset.  The
 process imports TensorFlow, so it must not import torch.
@@ -199,16 +201,49 @@ def run_suite(cases: list[Any], verbose: bool = False) -> dict[str, Any]:
     return {"results": results, "counts": counts}
 
 
+def refusal_groups(results: dict[str, tuple[bool, str, str]]) -> list[tuple[str, list[str], list[str]]]:
+    """The refused cases grouped by what stopped them: each unconverted op type (a case refused for two op types
+    is in both groups), or the first line of the refusal when it names none.  ``(group, cases onnxruntime
+    passes, other cases)``, the largest groups (by onnxruntime's cases, then all) first."""
+    groups: dict[str, tuple[list[str], list[str]]] = {}
+    for name, (ort_ok, outcome, detail) in results.items():
+        if outcome != "refused":
+            continue
+        keys = detail[len("unconverted: "):].split(", ") if detail.startswith("unconverted: ") else [detail]
+        for key in keys:
+            ort_cases, others = groups.setdefault(key, ([], []))
+            (ort_cases if ort_ok else others).append(name)
+    order = sorted(groups.items(), key=lambda kv: (-len(kv[1][0]), -len(kv[1][0]) - len(kv[1][1]), kv[0]))
+    return [(key, ort_cases, others) for key, (ort_cases, others) in order]
+
+
+def print_groups(results: dict[str, tuple[bool, str, str]], show_cases: bool = False) -> None:
+    print("refused, by unconverted op (cases onnxruntime passes / all):")
+    for key, ort_cases, others in refusal_groups(results):
+        print(f"  {key}: {len(ort_cases)} / {len(ort_cases) + len(others)}")
+        if show_cases:
+            for name in ort_cases:
+                print(f"      {name}")
+            for name in others:
+                print(f"      {name} (ort fails too)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("cases", nargs="*", help="case names (default: all)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every case that does not pass")
+    parser.add_argument("-k", dest="words", action="append", default=[],
+                        help="only the cases whose name holds this text (repeatable: any of them)")
+    parser.add_argument("--groups", action="store_true",
+                        help="list the refused cases grouped by unconverted op type, largest groups first")
     args = parser.parse_args(argv)
     import os
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     start = time.perf_counter()
     cases = load_cases(args.cases or None)
+    if args.words:
+        cases = [c for c in cases if any(w in c.name for w in args.words)]
     suite = run_suite(cases, args.verbose)
     c = suite["counts"]
     n = len(cases)
@@ -221,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"refused (no exact rule): {c['refused']}")
     print(f"converted, TF failed to run: {c['error']}")
     print(f"converted, wrong result: {c['wrong']}")
+    if args.groups:
+        print_groups(suite["results"], show_cases=args.verbose)
     print(f"seconds: {time.perf_counter() - start:.0f}")
     return 0 if c["wrong"] == 0 and c["error"] == 0 else 1
 
