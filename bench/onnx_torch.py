@@ -1,6 +1,6 @@
 """ONNX node test suite -> torch: Amanda's ONNX -> torch tables against onnxruntime and onnx2torch, in one run.
 
-    .venv/bin/python bench/onnx_torch.py [--filter REGEX] [--limit N] [--json OUT]
+    .venv/bin/python bench/onnx_torch.py [--filter REGEX] [--limit N] [--json OUT] [--refusals]
 
 Every case of ``onnx.backend.test.loader.load_model_tests(kind="node")`` (built in memory) is
 * converted by Amanda (``amanda_onnx.load_model`` + ``infer_types`` -> ``convert(..., "amanda/pytorch")`` with the
@@ -11,7 +11,10 @@ Every case of ``onnx.backend.test.loader.load_model_tests(kind="node")`` (built 
   converters are unavailable).
 Outputs are compared with the expected outputs as onnx's backend tests compare them (shape, dtype, rtol/atol of
 the case).  Amanda's outcomes: passed, refused (no rule converts an op), failed at run time, wrong (converted, ran
-and gave different numbers: must be 0).  Conversion times are summed for Amanda and onnx2torch.
+and gave different numbers: must be 0).  Conversion times are summed for Amanda and onnx2torch on the cases both
+pass: Amanda's is the conversion to a torch graph plus building its ``GraphModule`` (onnx2torch's ``convert``
+returns a module too), the graph-only figure beside it.  ``--refusals`` lists every refused group (the op types left
+unconverted, or the error), with its count, how many of them onnxruntime passes, and an example case.
 """
 
 from __future__ import annotations
@@ -78,9 +81,13 @@ def amanda_tables() -> list[Any]:
     return [merged[0], *opset.tables()]
 
 
-def amanda_case(case: Any, tables: list[Any], registry: Any) -> tuple[str, str, float]:
+def amanda_case(case: Any, tables: list[Any], registry: Any, times: dict[str, float] | None = None) \
+        -> tuple[str, str, float]:
+    """Amanda's outcome on one case, why, and its conversion time (graph and module); ``times["graph"]`` gets the
+    graph-only part."""
     import amanda_onnx
     from amanda_core.mapping import ConversionError, convert
+    from amanda_torch.module import to_module
     from amanda_torch.runner import run
 
     t0 = time.perf_counter()
@@ -94,7 +101,14 @@ def amanda_case(case: Any, tables: list[Any], registry: Any) -> tuple[str, str, 
     except Exception as e:  # noqa: BLE001 - a rule that fails is refused too, with its message
         return "refused", f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}", \
             time.perf_counter() - t0
+    graph_time = time.perf_counter() - t0
+    try:
+        to_module(conv.graph)
+    except Exception as e:  # noqa: BLE001
+        return "run failed", str(e).splitlines()[0][:200] if str(e) else type(e).__name__, graph_time
     elapsed = time.perf_counter() - t0
+    if times is not None:
+        times["graph"] = graph_time
     names = [p.name for p in conv.graph.input_ports]
     for inputs, expected in case.data_sets:
         try:
@@ -201,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--json", default=None, help="write per-case outcomes here")
     ap.add_argument("--no-onnx2torch", action="store_true")
+    ap.add_argument("--refusals", action="store_true", help="list every refused group with counts and an example")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     from onnx.backend.test.loader import load_model_tests
@@ -217,9 +232,10 @@ def main(argv: list[str] | None = None) -> int:
     counts: dict[str, Counter] = {"amanda": Counter(), "onnxruntime": Counter(), "onnx2torch": Counter()}
     both: Counter = Counter()
     rows = []
-    times = {"amanda": 0.0, "onnx2torch": 0.0}
+    times = {"amanda": 0.0, "amanda graph": 0.0, "onnx2torch": 0.0}
     for case in cases:
-        a, why, ta = amanda_case(case, tables, reg)
+        one: dict[str, float] = {}
+        a, why, ta = amanda_case(case, tables, reg, one)
         o = ort_case(case)
         t, tt = o2t.case(case) if o2t is not None else ("skipped", 0.0)
         counts["amanda"][a] += 1
@@ -230,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
             both["onnx2torch passes of onnxruntime's"] += t == "passed"
         if a == "passed" and t == "passed":
             times["amanda"] += ta
+            times["amanda graph"] += one.get("graph", ta)
             times["onnx2torch"] += tt
         rows.append({"case": case.name, "amanda": a, "why": why, "onnxruntime": o, "onnx2torch": t})
         if a == "wrong":
@@ -242,10 +259,22 @@ def main(argv: list[str] | None = None) -> int:
     for k, v in both.items():
         print(f"  {k}: {v} of {counts['onnxruntime']['passed']}")
     if times["onnx2torch"]:
-        print(f"  conversion time on the cases both pass: amanda {times['amanda']:.2f} s, onnx2torch "
-              f"{times['onnx2torch']:.2f} s ({times['amanda'] / times['onnx2torch']:.2f}x)")
+        print(f"  conversion time on the cases both pass: amanda {times['amanda']:.2f} s (graph and module; graph "
+              f"alone {times['amanda graph']:.2f} s), onnx2torch {times['onnx2torch']:.2f} s "
+              f"({times['amanda'] / times['onnx2torch']:.2f}x; graph alone "
+              f"{times['amanda graph'] / times['onnx2torch']:.2f}x)")
     refused = Counter(r["why"] for r in rows if r["amanda"] == "refused")
-    print("  most refused: " + "; ".join(f"{k} ({v})" for k, v in refused.most_common(12)))
+    if args.refusals:
+        ort_ok = Counter(r["why"] for r in rows if r["amanda"] == "refused" and r["onnxruntime"] == "passed")
+        example = {}
+        for r in rows:
+            if r["amanda"] == "refused":
+                example.setdefault(r["why"], r["case"])
+        print("  refused groups (cases, of which onnxruntime passes, example):")
+        for k, v in refused.most_common():
+            print(f"    {v:4d} {ort_ok[k]:4d}  {k}  [{example[k]}]")
+    else:
+        print("  most refused: " + "; ".join(f"{k} ({v})" for k, v in refused.most_common(12)))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
