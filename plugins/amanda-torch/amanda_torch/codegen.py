@@ -10,7 +10,7 @@ torch and safetensors only.
 
 from __future__ import annotations
 
-__all__ = ["module_source", "weights_of", "FUNCTIONAL"]
+__all__ = ["module_source", "weights_of", "weight_values", "FUNCTIONAL"]
 
 import math
 import operator
@@ -275,6 +275,16 @@ def module_source(program: Program, weights_file: str, class_name: str = "Model"
     return "\n".join(lines) + "\n"
 
 
+def weight_values(program: Program) -> list[tuple[str, Any]]:
+    """The tensors of ``program`` by FQN (those of branch and loop bodies hoisted), as they are held: arrays,
+    lazy tensors or torch tensors, nothing converted or read."""
+    subs: list[Sub] = []
+    for call in program.calls:
+        for a in call.args:
+            _subs(a, subs)
+    return [(attr.target, attr.value) for attr in list(program.attrs) + [a for sub in subs for a in _hoisted(sub)]]
+
+
 def weights_of(program: Program) -> dict[str, Any]:
     """The tensors of ``program`` by FQN, as contiguous torch tensors that share no memory (what safetensors
     writes)."""
@@ -282,16 +292,12 @@ def weights_of(program: Program) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     seen: set[int] = set()
-    subs: list[Sub] = []
-    for call in program.calls:
-        for a in call.args:
-            _subs(a, subs)
-    for attr in list(program.attrs) + [a for sub in subs for a in _hoisted(sub)]:
-        t = to_torch(attr.value).contiguous()
+    for target, value in weight_values(program):
+        t = to_torch(value).contiguous()
         ptr = t.untyped_storage().data_ptr() if t.numel() else -1
         if ptr in seen:
             t = t.clone()
         elif ptr != -1:
             seen.add(ptr)
-        out[attr.target] = t
+        out[target] = t
     return out

@@ -125,9 +125,8 @@ def _save_pt2(graph: Graph, path: str, dims: Mapping[str, int] | None) -> Any:
 
 
 def _save_py(graph: Graph, path: str, weights: str | None, class_name: str | None) -> str:
-    from safetensors.torch import save
-
-    from .codegen import module_source, weights_of
+    from .codegen import module_source, weight_values
+    from .safetensors_writer import write_safetensors
 
     stem = Path(path).stem
     weights_file = weights or f"{stem}.safetensors"
@@ -145,11 +144,10 @@ def _save_py(graph: Graph, path: str, weights: str | None, class_name: str | Non
     metadata = {"format": "pt", "namespace": program.namespace}
     if record is not None:
         metadata["amanda.provenance"] = record
-    blob = save(weights_of(program), metadata=metadata)
     target = os.path.join(os.path.dirname(os.path.abspath(path)), weights_file)
-    with atomic_write_many([path, target], "wb") as (py, st):
+    with atomic_write_many([path, target], "wb") as (py, st):  # both appear together, or neither
         py.write(source.encode("utf-8"))
-        st.write(blob)
+        write_safetensors(st, weight_values(program), metadata)  # streamed: the weights are never gathered
     return source
 
 
