@@ -207,6 +207,17 @@ class _Pass:
             return all(_is_transpose(p, perm) or (_const(p) is not None and _const(p).ndim == rank) for p in data)
         if t in ("Softmax", "LogSoftmax"):
             return _is_transpose(op.input_ports[0], perm)
+        if t == "Squeeze":
+            return (_is_transpose(op.input_ports[0], perm) and len(data) == 2
+                    and _const(op.input_ports["axes"]) is not None)
+        if t == "Reshape":
+            return (_is_transpose(op.input_ports[0], perm) and _moves_ones_only(_producer(op.input_ports[0]))
+                    and all(p.source is not op.input_ports[0].source for p in data[1:])
+                    and (bool(op.attrs.get("allowzero", 0)) or (_const(op.input_ports["shape"]) is not None
+                                                                 and 0 not in _const(op.input_ports["shape"]))))
+        if t == "Shape":
+            return (_is_transpose(op.input_ports[0], perm) and op.attrs.get("start") is None
+                    and op.attrs.get("end") is None)
         return False
 
     def push_through(self, op: Op, perm: list[int]) -> None:
@@ -239,13 +250,13 @@ class _Pass:
                 pads = np.asarray([begins[i] for i in inv] + [ends[i] for i in inv], dtype=np.int64)
                 self.g.connect(self.new_const(op.name + "/pads", pads), p, replace=True)
                 self.drop_if_unused(prod)
-            elif t in _REDUCE and p.name == "axes":
+            elif (t in _REDUCE or t == "Squeeze") and p.name == "axes":
                 axes_y = [int(a) % rank for a in c.reshape(-1)]
                 axes_x = sorted(perm[a] for a in axes_y)
                 self.g.connect(self.new_const(op.name + "/axes", np.asarray(axes_x, dtype=np.int64)), p,
                                replace=True)
                 self.drop_if_unused(prod)
-                if not op.attrs.get("keepdims", 1):
+                if t == "Squeeze" or not op.attrs.get("keepdims", 1):
                     kept_y = [i for i in range(rank) if i not in axes_y]
                     kept_x = [i for i in range(rank) if i not in axes_x]
                     out_perm = [kept_x.index(perm[i]) for i in kept_y]
@@ -253,6 +264,20 @@ class _Pass:
             op.attrs["axis"] = perm[int(op.attrs.get("axis", 0)) % rank]
         if t in ("Softmax", "LogSoftmax"):
             op.attrs["axis"] = perm[int(op.attrs.get("axis", -1)) % rank]
+        if t == "Reshape":  # the transpose moved axes of size 1 only: the same elements in the same order
+            out_perm = None
+        if t == "Shape":  # Shape(Transpose(x, perm)) = Gather(Shape(x), perm)
+            out_perm = None
+            readers = list(op.output_ports[0].consumers)
+            gather = self.g.add_op("Gather", self.g.unique_name(op.name + "/permuted"), inputs=["data", "indices"],
+                                   outputs=["output"], attrs={"axis": 0},
+                                   sources=[op.output_ports[0],
+                                            self.new_const(op.name + "/perm", np.asarray(perm, np.int64))])
+            gather.output_ports[0].dtype = op.output_ports[0].dtype
+            for r in readers:
+                self.g.connect(gather.output_ports[0], r, replace=True)
+            self.report.count("pushed down")
+            return
         self.report.count("pushed down")
         for q in op.output_ports:
             readers = list(q.consumers)
@@ -291,8 +316,10 @@ class _Pass:
                          for i, s in enumerate(shape)]
                 r = vals[0].reshape(shape)
             elif t in ("Squeeze", "Unsqueeze") and len(vals) == 2:
-                axes = tuple(int(a) for a in vals[1])
+                axes = tuple(int(a) for a in vals[1].reshape(-1))
                 r = np.squeeze(vals[0], axes) if t == "Squeeze" else np.expand_dims(vals[0], axes)
+            elif t == "Squeeze" and len(vals) == 1:  # no axes: every axis of size 1
+                r = np.squeeze(vals[0])
             else:
                 return False
         except (ValueError, TypeError):
@@ -360,6 +387,88 @@ class _Pass:
         self.report.count("fused into Conv")
         return True
 
+    def fuse_pad(self, pad: Op) -> bool:
+        """A zero ``Pad`` of the spatial axes only feeding convolutions (directly, or through one ``Transpose`` to
+        channels-first: Keras' ``ZeroPadding2D`` before a ``Conv2D``) becomes the convolutions' ``pads``."""
+        if pad.type != "Pad" or pad.attrs.get("mode", "constant") not in ("constant", b"constant"):
+            return False
+        if "axes" in pad.input_ports and pad.input_ports["axes"].source is not None:
+            return False
+        cv = pad.input_ports["constant_value"] if "constant_value" in pad.input_ports else None
+        if cv is not None and cv.source is not None:
+            value = _const(cv)
+            if value is None or value.size != 1 or float(value.reshape(-1)[0]) != 0.0:
+                return False
+        pads = _const(pad.input_ports["pads"])
+        if pads is None or (pads < 0).any():
+            return False
+        rank = pads.size // 2
+        readers = [c.op for c in pad.output_ports[0].consumers]
+        if not readers or any(r is None for r in readers):
+            return False
+        perm = list(range(rank))
+        t = None
+        if len(readers) == 1 and readers[0].type == "Transpose":
+            t = readers[0]
+            perm = list(t.attrs["perm"])
+            readers = [c.op for c in t.output_ports[0].consumers]
+            if not readers or any(r is None for r in readers):
+                return False
+        begins = [int(pads[perm[i]]) for i in range(rank)]
+        ends = [int(pads[rank + perm[i]]) for i in range(rank)]
+        if begins[:2] != [0, 0] or ends[:2] != [0, 0] or rank < 3:
+            return False
+        for r in readers:
+            if r.type != "Conv" or r.input_ports[0].source is not (t or pad).output_ports[0]:
+                return False
+            if r.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID", b"NOTSET", b"VALID"):
+                return False
+            if any(c.op is r for c in (t or pad).output_ports[0].consumers if c is not r.input_ports[0]):
+                return False
+        for r in readers:
+            old = list(r.attrs.get("pads") or [0] * (2 * (rank - 2)))
+            n = rank - 2
+            r.attrs["pads"] = [old[i] + begins[2 + i] for i in range(n)] + [old[n + i] + ends[2 + i] for i in range(n)]
+            r.attrs.pop("auto_pad", None)
+        src = pad.input_ports[0].source
+        if t is not None:
+            self.g.connect(src, t.input_ports[0], replace=True)
+        else:
+            self.g.replace_all_uses(pad.output_ports[0], src)
+        feeders = [_producer(p) for p in pad.input_ports]
+        self.g.remove_op(pad)
+        for f in feeders:
+            self.drop_if_unused(f)
+        self.report.count("pads fused into Conv")
+        return True
+
+    def fuse_gemm(self, op: Op) -> bool:
+        """``MatMul(a, W) -> Add(b)`` with a 2-D ``a``, a constant 2-D ``W`` and a constant bias ``b`` of ``[N]``
+        (a Keras ``Dense``) becomes one ``Gemm``."""
+        if op.type != "MatMul" or len(op.output_ports[0].consumers) != 1:
+            return False
+        add = op.output_ports[0].consumers[0].op
+        if add is None or add.type != "Add":
+            return False
+        w = _const(op.input_ports[1])
+        if w is None or w.ndim != 2 or _rank(op.output_ports[0].dtype) != 2:
+            return False
+        other = [p for p in add.input_ports if p.source is not op.output_ports[0]]
+        if len(other) != 1:
+            return False
+        b = _const(other[0])
+        if b is None or b.ndim > 1 or b.size not in (1, w.shape[1]) or b.dtype != w.dtype:
+            return False
+        gemm = self.g.add_op("Gemm", self.g.unique_name(op.name + "/gemm"), inputs=["A", "B", "C"],
+                             outputs=["Y"], sources=[op.input_ports[0].source, op.input_ports[1].source,
+                                                     other[0].source])
+        gemm.output_ports[0].dtype = add.output_ports[0].dtype
+        self.g.replace_all_uses(add.output_ports[0], gemm.output_ports[0])
+        self.g.remove_op(add)
+        self.g.remove_op(op)
+        self.report.count("fused into Gemm")
+        return True
+
     def run(self) -> None:
         changed = True
         while changed:
@@ -369,9 +478,38 @@ class _Pass:
                     continue
                 if op.type == "Transpose":
                     done = self.compose(op) or self.fold_const(op) or self.push(op)
+                elif op.type == "Pad":
+                    done = self.fold(op) or self.fuse_pad(op)
+                elif op.type == "MatMul":
+                    done = self.fold(op) or self.fuse_gemm(op)
                 else:
                     done = self.fold(op) or self.fuse_conv(op)
                 changed = changed or done
+
+
+def _rank(dtype: Any) -> int | None:
+    """The rank an ONNX port type text says (``tensor(float)[?,2048]`` -> 2), else None."""
+    if not isinstance(dtype, str) or not dtype.endswith("]") or "[" not in dtype:
+        return None
+    dims = dtype[dtype.index("[") + 1:-1].strip()
+    return 0 if not dims else dims.count(",") + 1
+
+
+def _moves_ones_only(t: Op | None) -> bool:
+    """Whether transpose ``t`` keeps the order of every axis whose size is not known to be 1 (it moves axes of
+    size 1 only, so it is a reshape), read from the shape of its output."""
+    if t is None or t.type != "Transpose":
+        return False
+    from amanda_onnx.typesystem import OnnxTypeSystem
+
+    tt = OnnxTypeSystem().tensor_type(t.output_ports[0].dtype) if t.output_ports[0].dtype is not None else None
+    if tt is None or tt[1] is None:
+        return False
+    perm = list(t.attrs["perm"])
+    if len(tt[1]) != len(perm):
+        return False
+    moved = [perm[i] for i, d in enumerate(tt[1]) if d != 1]
+    return moved == sorted(moved)
 
 
 def _is_transpose(port: Any, perm: list[int]) -> bool:
@@ -379,20 +517,57 @@ def _is_transpose(port: Any, perm: list[int]) -> bool:
     return prod is not None and prod.type == "Transpose" and list(prod.attrs["perm"]) == perm
 
 
-def optimize(graph: Graph) -> LayoutReport:
+def optimize(graph: Graph, *, channels_first_inputs: bool = False) -> LayoutReport:
     """Remove the transposes of ``graph`` (an ``amanda/onnx`` graph) that can go, in place, nested graphs
-    included; returns what was done."""
+    included; returns what was done.
+
+    With ``channels_first_inputs``, a graph input read only by transposes of one permutation (NHWC -> NCHW) takes
+    that layout itself: its type becomes the permuted one, the transposes go, and the model's metadata records it
+    (``model_metadata_props``: ``amanda.input_layout.<input>`` = the permutation applied, ``"0,3,1,2"``), so a
+    caller feeding it permutes its data first.
+    """
     report = LayoutReport(transposes_before=count_transposes(graph))
     for g in _graphs(graph):
         _Pass(g, report).run()
+    if channels_first_inputs:
+        _inputs_channels_first(graph, report)
     report.transposes_after = count_transposes(graph)
     return report
 
 
+def _inputs_channels_first(graph: Graph, report: LayoutReport) -> None:
+    from amanda_onnx.typesystem import OnnxTypeSystem
+
+    types = OnnxTypeSystem()
+
+    for port in graph.input_ports:
+        readers = [c.op for c in port.consumers]
+        if not readers or any(r is None or r.type != "Transpose" for r in readers):
+            continue
+        perms = {tuple(r.attrs["perm"]) for r in readers}
+        if len(perms) != 1:
+            continue
+        perm = list(perms.pop())
+        tt = types.tensor_type(port.dtype) if port.dtype is not None else None
+        if tt is not None and tt[1] is not None:
+            if len(tt[1]) != len(perm):
+                continue
+            port.dtype = types.make_tensor_type(tt[0], tuple(tt[1][i] for i in perm))
+        for r in readers:
+            graph.replace_all_uses(r.output_ports[0], port)
+            graph.remove_op(r)
+            report.count("inputs made channels-first")
+        props = list(graph.attrs.get("model_metadata_props") or [])
+        props.append({"key": f"amanda.input_layout.{port.name}", "value": ",".join(str(p) for p in perm)})
+        graph.attrs["model_metadata_props"] = props
+
+
 def to_onnx(graph: Graph, registry: Any = None, *, target: str = "amanda/onnx/18", layout: bool = True,
-            allow_partial: bool = False) -> tuple[Graph, LayoutReport | None]:
+            allow_partial: bool = False, channels_first_inputs: bool = False
+            ) -> tuple[Graph, LayoutReport | None]:
     """Convert an ``amanda/tensorflow`` graph to ONNX with the registered tables (``tf-to-onnx``, then the opset
-    tables to ``target``) and run the layout pass; returns the new graph and the pass's report.
+    tables to ``target``) and run the layout pass (``channels_first_inputs``: see :func:`optimize`); returns the
+    new graph and the pass's report.
 
     Raises :class:`amanda_core.mapping.ConversionError` naming every op type no rule maps (with its count) before
     anything is written, unless ``allow_partial``.
@@ -408,7 +583,7 @@ def to_onnx(graph: Graph, registry: Any = None, *, target: str = "amanda/onnx/18
 
         tables += [t for t in registered_tables(reg) if str(t.src).startswith("amanda/onnx/")]
     conversion = convert(graph, target, tables, namespaces, allow_partial=allow_partial)
-    report = optimize(conversion.graph) if layout else None
+    report = optimize(conversion.graph, channels_first_inputs=channels_first_inputs) if layout else None
     return conversion.graph, report
 
 
