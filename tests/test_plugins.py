@@ -76,8 +76,19 @@ def test_fixture_registers_for_one_test(amanda_plugin):
     assert "amanda/example/1.0" in [n for n, _ in get_manager().registry().namespaces.namespaces()]
 
 
-def test_fixture_cleaned_up_after_test():
-    assert "example-fixture" not in [p.name for p in get_manager().plugins()]
+def test_fixture_unregisters_when_the_test_ends():
+    # the fixture's own function, driven as pytest drives it: set up, the test registers, tear down (no reliance
+    # on the order tests run in)
+    from amanda_core.plugin.testing import _amanda_plugin
+
+    fixture = _amanda_plugin()
+    register = next(fixture)
+    register(ExamplePlugin(), "example-teardown")
+    assert "example-teardown" in [p.name for p in get_manager().plugins()]
+    with pytest.raises(StopIteration):
+        next(fixture)
+    assert "example-teardown" not in [p.name for p in get_manager().plugins()]
+    assert "amanda/example/1.0" not in get_manager().registry().namespaces
 
 
 def test_context_manager_helper():
