@@ -37,9 +37,10 @@ def add_report(config: pytest.Config, section: str, summary: Sequence[str], deta
     reports.append((section, list(summary), list(details)))
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def amanda_report(request: pytest.FixtureRequest) -> Any:
-    """``amanda_report(section, summary_lines, detail_lines=())``: see the module's doc."""
+    """``amanda_report(section, summary_lines, detail_lines=())``: see the module's doc.  Session-scoped, so a
+    module fixture that computes a suite's figures can report them without a test that only prints."""
 
     def report(section: str, summary: Sequence[str], details: Sequence[str] = ()) -> None:
         add_report(request.config, section, summary, details)
