@@ -205,14 +205,17 @@ def proto_diff(a: Any, b: Any, limit: int = 40) -> str:
 
 def check_round_trip(original: Any, source: Any, inputs: Any, suite: str, label: str) -> None:
     """ONNX -> Amanda -> ONNX for one model, counted in ``suite``'s summary: byte-identical deterministic
-    serialization, the checker (full_check) passing on the export whenever it passes on the original, and
-    bit-identical onnxruntime outputs on ``inputs`` (a list, or a function of the original model that makes it).
-    A model onnxruntime cannot run is skipped with the runtime's own message, after the other checks passed."""
+    serialization; whenever the checker (full_check) passes on the original, the checker passing on the export and
+    the imported graph validating against its namespace's schema; and bit-identical onnxruntime outputs on
+    ``inputs`` (a list, or a function of the original model that makes it).  A model onnxruntime cannot run is
+    skipped with the runtime's own message, after the other checks passed."""
     import onnx
     import onnx.checker
     import pytest
 
     import amanda_onnx
+    from amanda_core.namespace.validate import validate
+    from amanda_core.plugin.manager import registry
 
     outcome = "fail"
     try:
@@ -227,6 +230,10 @@ def check_round_trip(original: Any, source: Any, inputs: Any, suite: str, label:
             original_ok = False
         if original_ok:
             onnx.checker.check_model(exported, full_check=True)
+            # the imported graph is valid in its namespace: every op in the schema, attributes and ports as the
+            # schema says (a model the checker refuses may break its schema too)
+            problems = [str(p) for p in validate(graph, registry().namespaces) if p.severity == "error"]
+            assert not problems, "the imported graph breaks its schema:\n" + "\n".join(problems[:10])
         feed = inputs(original) if callable(inputs) else inputs
         try:
             want = try_run(original, feed)

@@ -31,8 +31,8 @@ def _interesting(model):
     return False
 
 
-# The core YAML format reads an op attribute named `type` as the op's own type (docs/yaml-format.md,
-# "Names and edges"), so ONNX's Optional, whose TYPE_PROTO attribute is called `type`, cannot be written yet.
+# An op attribute named `type` (ONNX's Optional has a TYPE_PROTO one) needs the op's own `type:` key beside it
+# (docs/yaml-format.md, "Names and edges"): the sample takes every case with one.
 def _has_type_attr(graph):
     for n in graph.node:
         for a in n.attribute:
