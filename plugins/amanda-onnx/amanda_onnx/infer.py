@@ -28,7 +28,8 @@ class InferenceError(AmandaError):
 
 
 def infer_types(graph: Graph) -> int:
-    """Give untyped node outputs of ``graph`` (the top level; not the bodies of ``If``/``Loop``/``Scan``) the
+    """Give untyped node outputs of ``graph``, and those typed with an element type only (``tensor(float)``, as a
+    rule types the ops it makes), in the top level (not the bodies of ``If``/``Loop``/``Scan``), the
     types onnx's shape inference finds for them; returns how many it typed.  Raises :class:`InferenceError`
     when inference fails (an inconsistent model), leaving the graph as it was."""
     import onnx
@@ -54,17 +55,27 @@ def infer_types(graph: Graph) -> int:
         if op.namespace is None and op.type in STRUCTURAL_TYPES:
             continue
         for q in op.output_ports:
-            if q.dtype is not None:
+            if q.dtype is not None and not _rank_unknown(q.dtype):
                 continue
             value = value_names.get(q)  # the model's own name, or the one the export gave a value made here
             tp = found.get(value) if value else None
             if tp is None:
                 continue
             dtype = dtype_from_type_proto(tp)
-            if dtype is not None:
+            if dtype is not None and (q.dtype is None or _refines(q.dtype, dtype)):
                 q.dtype = dtype
                 typed += 1
     return typed
+
+
+def _rank_unknown(dtype: str) -> bool:
+    """A tensor type that states its element type only (``tensor(float)``): a rule's new op says no more."""
+    return dtype.startswith("tensor(") and dtype.endswith(")") and "[" not in dtype
+
+
+def _refines(old: str, new: str) -> bool:
+    """``new`` is ``old`` with a shape (the same element type)."""
+    return new.startswith(old) and new[len(old):].startswith("[")
 
 
 def _type_initializer(op: Any) -> int:
