@@ -18,7 +18,10 @@ nested in it, until nothing changes:
   transcendental functions (``Exp``, ``Erf``, ``Tanh`` ...) are left to the runtime, whose rounding may differ,
   and so is a fold whose result would be much larger than its inputs (an ``Expand`` to a big shape);
 * **constants as initializers**: ``Constant`` nodes of the main graph become ``Initializer`` ops (graph
-  initializers, not nodes), and ``Constant`` nodes nothing reads are removed.
+  initializers, not nodes), and ``Constant`` nodes nothing reads are removed, as are initializers of the main
+  graph nothing reads (BatchNorm's ``num_batches_tracked`` buffer);
+* **no-ops**: ``Identity``, a ``Cast`` to the element type its input has and an ``Expand`` to a shape its input
+  has (both read from the port types) are bypassed, unless they feed a graph output.
 
 :func:`fuse_gelu` runs after ``onnx-opset-19-to-20`` (so only when the target opset has ``Gelu``): the exact
 form the ``gelu_erf`` rule writes, ``x * (1 + erf(x / sqrt 2)) * 0.5``, becomes one ``Gelu``, and the tanh form
@@ -116,6 +119,13 @@ def _const(port: Any) -> np.ndarray | None:
     return _op_value(src.op)
 
 
+def _pinned(op: Op | None) -> bool:
+    """An op with control edges: one whose value a nested graph reads by its ONNX name (an ``OuterValue``: the
+    op holding that graph has a control edge from it), or one ordered on purpose.  Such an op keeps its name,
+    its type and its place."""
+    return op is not None and bool(op.control_outputs or op.control_inputs)
+
+
 def _fed(op: Op, name: str) -> Any:
     """Input port ``name`` of ``op`` if it exists and is fed, else None."""
     port = op.input_ports.get(name)
@@ -154,14 +164,41 @@ class _Folder:
 
     def drop_if_unused(self, op: Op | None) -> None:
         """Remove a constant op nothing reads any more (an initializer that is a graph input stays)."""
-        if op is None or op.graph is not self.g or op.type not in ("Initializer", "Constant"):
+        if op is None or op.graph is not self.g or op.type not in ("Initializer", "Constant") or _pinned(op):
             return
         if op.attrs.get("graph_input") or any(p.consumers for p in op.output_ports):
             return
         self.g.remove_op(op)
 
+    def swap_for_const(self, op: Op, value: np.ndarray) -> None:
+        """``op`` (one output) becomes a constant op of the same name holding ``value``; the constants only it
+        read go."""
+        out = op.output_ports[0]
+        readers, dtype, name = list(out.consumers), out.dtype, op.name
+        feeders = [_producer(p) for p in op.input_ports]
+        for r in readers:
+            self.g.disconnect(r)
+        self.g.remove_op(op)
+        new = self.new_const(name, value, dtype)
+        for r in readers:
+            self.g.connect(new, r)
+        for f in feeders:
+            self.drop_if_unused(f)
+
     def replace(self, op: Op, out: Any) -> None:
-        """Readers of ``op``'s output read ``out``; ``op`` goes, and the constants only it read."""
+        """Readers of ``op``'s output read ``out``; ``op`` goes, and the constants only it read.  When that
+        output is a graph output, ``out`` takes its ONNX value name, so no ``Identity`` is needed to rename it."""
+        old = op.output_ports[0]
+        if out.op is not None and any(r.op is None for r in old.consumers):
+            names = dict(out.op.meta.get("outputs") or {})
+            recorded = (op.meta.get("outputs") or {}).get(old.name)
+            if recorded:
+                names[out.name] = recorded
+            else:
+                names.pop(out.name, None)
+            meta = dict(out.op.meta)
+            meta["outputs"] = names
+            out.op.meta = meta
         self.g.replace_all_uses(op.output_ports[0], out)
         feeders = [_producer(p) for p in op.input_ports]
         self.g.remove_op(op)
@@ -172,7 +209,7 @@ class _Folder:
     def fold_batch_norm(self, bn: Op) -> bool:
         x = bn.input_ports[0]
         conv = _producer(x)
-        if conv is None or conv.type != "Conv" or _only_reader(conv.output_ports[0]) is not bn:
+        if conv is None or conv.type != "Conv" or _only_reader(conv.output_ports[0]) is not bn or _pinned(bn):
             return False
         if int(bn.attrs.get("training_mode", 0)) != 0:
             return False
@@ -214,7 +251,7 @@ class _Folder:
 
     # -- Pad + Conv
     def fold_pad(self, pad: Op) -> bool:
-        if pad.attrs.get("mode", "constant") != "constant" or _fed(pad, "axes") is not None:
+        if pad.attrs.get("mode", "constant") != "constant" or _fed(pad, "axes") is not None or _pinned(pad):
             return False
         pads_port = _fed(pad, "pads")
         pads = None if pads_port is None else _const(pads_port)
@@ -254,7 +291,7 @@ class _Folder:
     # -- constant folding
     def fold_constant(self, op: Op) -> bool:
         fn = _FOLDERS.get(op.type)
-        if fn is None or len(op.output_ports) != 1 or not op.output_ports[0].consumers:
+        if fn is None or len(op.output_ports) != 1 or not op.output_ports[0].consumers or _pinned(op):
             return False
         if any(r.op is None for r in op.output_ports[0].consumers):
             return False  # a graph output keeps its producer
@@ -280,7 +317,7 @@ class _Folder:
         size_in = sum(v.size for v in args if v is not None)
         if r.size > size_in + GROWTH_LIMIT:
             return False
-        self.replace(op, self.new_const(op.name, r, op.output_ports[0].dtype))
+        self.swap_for_const(op, r)
         self.report.count("constants folded")
         return True
 
@@ -290,7 +327,7 @@ class _Folder:
         (read from the port types), ``Identity``: readers read the input."""
         out = op.output_ports[0]
         src = op.input_ports[0].source
-        if src is None or not out.consumers or any(r.op is None for r in out.consumers):
+        if src is None or not out.consumers or any(r.op is None for r in out.consumers) or _pinned(op):
             return False  # a graph output keeps its producer
         have = _tensor_type(src.dtype)
         if op.type == "Cast":
@@ -316,6 +353,8 @@ class _Folder:
 
     # -- Constant nodes
     def constant_to_initializer(self, op: Op) -> bool:
+        if _pinned(op):
+            return False
         if not op.output_ports[0].consumers:
             self.g.remove_op(op)
             self.report.count("unread Constant nodes removed")
@@ -325,11 +364,18 @@ class _Folder:
         v = _op_value(op)
         if v is None:
             return False
-        out = self.new_const(op.name, v, op.output_ports[0].dtype)
-        self.g.replace_all_uses(op.output_ports[0], out)
-        self.g.remove_op(op)
+        self.swap_for_const(op, v)
         self.report.count("Constant nodes to initializers")
         return True
+
+    def drop_unread_initializers(self) -> None:
+        """Parameters and buffers nothing reads (BatchNorm's ``num_batches_tracked``): onnxruntime warns about
+        each and drops it."""
+        for op in list(self.g):
+            if op.type == "Initializer" and not op.attrs.get("graph_input") and not _pinned(op) and \
+                    not any(p.consumers for p in op.output_ports):
+                self.g.remove_op(op)
+                self.report.count("unread initializers removed")
 
     def run(self) -> None:
         changed = True
@@ -615,7 +661,10 @@ def fold(graph: Graph) -> FoldReport:
     nodes into initializers, in place, in ``graph`` (``amanda/onnx``) and every graph nested in it."""
     report = FoldReport("torch-onnx-fold", nodes_before=_nodes(graph))
     for g in _graphs(graph):
-        _Folder(g, report, top=g is graph).run()
+        folder = _Folder(g, report, top=g is graph)
+        folder.run()
+        if g is graph:
+            folder.drop_unread_initializers()
     report.nodes_after = _nodes(graph)
     return report
 
@@ -687,6 +736,22 @@ def _gelu_input(half: Op) -> tuple[Any, str] | None:
     return x, approximate
 
 
+def _gelu_region(half: Op, x: Any) -> list[Op]:
+    """The ops between ``x`` and ``half`` (their constants left out)."""
+    region: list[Op] = []
+    todo = [half]
+    while todo:
+        op = todo.pop()
+        if op in region:
+            continue
+        region.append(op)
+        for p in op.input_ports:
+            prod = _producer(p)
+            if prod is not None and prod.type not in ("Initializer", "Constant") and p.source is not x:
+                todo.append(prod)
+    return region
+
+
 def fuse_gelu(graph: Graph) -> FoldReport:
     """Replace the GELU subgraphs the ``gelu_erf``/``gelu_tanh`` rules wrote by ``Gelu`` ops, in place, in
     ``graph`` (``amanda/onnx`` at opset 20 or later) and every graph nested in it."""
@@ -699,17 +764,9 @@ def fuse_gelu(graph: Graph) -> FoldReport:
             if found is None:
                 continue
             x, approximate = found
-            region: list[Op] = []
-            todo = [half]
-            while todo:  # the ops between x and half
-                op = todo.pop()
-                if op in region:
-                    continue
-                region.append(op)
-                for p in op.input_ports:
-                    prod = _producer(p)
-                    if prod is not None and prod.type not in ("Initializer", "Constant") and p.source is not x:
-                        todo.append(prod)
+            if any(_pinned(op) for op in _gelu_region(half, x)):
+                continue
+            region = _gelu_region(half, x)
             name = half.name
             out_dtype = half.output_ports[0].dtype
             readers = list(half.output_ports[0].consumers)
