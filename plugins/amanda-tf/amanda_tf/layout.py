@@ -52,13 +52,16 @@ class LayoutReport:
     transposes_before: int = 0
     transposes_after: int = 0
     rewrites: dict[str, int] = field(default_factory=dict)
+    control: str = ""
+    """What the control-flow step before the pass did (``amanda_tf.control.tf_control_to_onnx``), when any."""
 
     def count(self, what: str) -> None:
         self.rewrites[what] = self.rewrites.get(what, 0) + 1
 
     def summary(self) -> str:
         done = ", ".join(f"{k} {v}" for k, v in sorted(self.rewrites.items()))
-        return f"layout: transposes {self.transposes_before} -> {self.transposes_after} ({done or 'no rewrites'})"
+        text = f"layout: transposes {self.transposes_before} -> {self.transposes_after} ({done or 'no rewrites'})"
+        return f"control flow: {self.control}; {text}" if self.control else text
 
 
 def _graphs(graph: Graph) -> list[Graph]:
@@ -526,7 +529,12 @@ def optimize(graph: Graph, *, channels_first_inputs: bool = False) -> LayoutRepo
     (``model_metadata_props``: ``amanda.input_layout.<input>`` = the permutation applied, ``"0,3,1,2"``), so a
     caller feeding it permutes its data first.
     """
+    from .control import tf_control_to_onnx
+
+    control = tf_control_to_onnx(graph)  # TF's functional control flow as If/Loop first (bodies included below)
     report = LayoutReport(transposes_before=count_transposes(graph))
+    if control.converted or control.left:
+        report.control = control.summary()
     for g in _graphs(graph):
         _Pass(g, report).run()
     if channels_first_inputs:
@@ -582,9 +590,21 @@ def to_onnx(graph: Graph, registry: Any = None, *, target: str = "amanda/onnx/18
         from amanda_core.mapping.registry import registered_tables
 
         tables += [t for t in registered_tables(reg) if str(t.src).startswith("amanda/onnx/")]
-    conversion = convert(graph, target, tables, namespaces, allow_partial=allow_partial)
-    report = optimize(conversion.graph, channels_first_inputs=channels_first_inputs) if layout else None
-    return conversion.graph, report
+    from amanda_core.plugin.types import GraphPass
+
+    reports: list[LayoutReport] = []
+
+    def after_table(g: Graph) -> str:  # as the plugin's tf-layout pass: before the check for unconverted ops
+        if not layout:
+            from .control import tf_control_to_onnx
+
+            return tf_control_to_onnx(g).summary()
+        reports.append(optimize(g, channels_first_inputs=channels_first_inputs))
+        return reports[-1].summary()
+
+    conversion = convert(graph, target, tables, namespaces, allow_partial=allow_partial,
+                         passes=[GraphPass(name="tf-layout", tables=("tf-to-onnx",), run=after_table)])
+    return conversion.graph, (reports[-1] if reports else None)
 
 
 _TABLES: list[Any] = []
