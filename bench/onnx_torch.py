@@ -71,14 +71,23 @@ def onnx_to_torch_files() -> list[Any]:
     return sorted((Path(amanda_torch.__file__).resolve().parent / "tables").glob("onnx_to_torch_*.yaml"))
 
 
+def onnx_ahead_files() -> list[Any]:
+    """Tables of amanda-torch that go ahead of the opset chain (``onnx_newest_to_torch*.yaml``: ops above opset 18)."""
+    import amanda_torch
+
+    return sorted((Path(amanda_torch.__file__).resolve().parent / "tables").glob("onnx_newest_to_torch*.yaml"))
+
+
 def amanda_tables() -> list[Any]:
-    """The ``onnx-to-torch`` table (its parts merged as the plugin registry merges them) and the ONNX opset tables."""
+    """The ``onnx-to-torch`` table (its parts merged as the plugin registry merges them), the tables that go ahead of
+    the chain, and the ONNX opset tables."""
     from amanda_core.mapping import load_table, merge_parts
     from amanda_onnx import opset
 
     merged = merge_parts([load_table(p, trusted=True) for p in onnx_to_torch_files()])
     assert [t.name for t in merged] == ["onnx-to-torch"], [t.name for t in merged]
-    return [merged[0], *opset.tables()]
+    ahead = merge_parts([load_table(p, trusted=True) for p in onnx_ahead_files()])
+    return [merged[0], *ahead, *opset.tables()]
 
 
 def amanda_case(case: Any, tables: list[Any], registry: Any, times: dict[str, float] | None = None) \
