@@ -529,6 +529,11 @@ def _if_to_tf(g: Graph, op: Op, tf_ns: str) -> None:
     names = _outer_values(then_b) + [n for n in _outer_values(else_b) if n not in _outer_values(then_b)]
     sources = _resolve(g, names, "a branch")
     tin = _tf_types(sources)
+    for i, q in enumerate(op.output_ports):  # an output nobody typed: what the branches return says it
+        for b in (then_b, else_b):
+            if q.dtype is None and i < len(b.output_ports):
+                go = b.output_ports[i]
+                q.dtype = go.dtype if go.dtype is not None else (go.source.dtype if go.source is not None else None)
     tout = _tf_types(list(op.output_ports))
     for b in (then_b, else_b):
         if len(b.output_ports) != len(op.output_ports):
@@ -539,6 +544,8 @@ def _if_to_tf(g: Graph, op: Op, tf_ns: str) -> None:
     attrs["output_shapes"] = [s if s is not None else None for s in attrs["output_shapes"]]
     if any(s is None for s in attrs["output_shapes"]):
         del attrs["output_shapes"]
+    for b in (then_b, else_b):
+        _tf_function_attrs(b, _ns(op, None) or g.namespace)
     new = g.add_op("StatelessIf", g.unique_name(op.name + "/if"), namespace=tf_ns,
                    inputs=[("cond", cond.dtype)] + [(f"input_{i}", s.dtype) for i, s in enumerate(sources)],
                    outputs=[(f"output_{i}", q.dtype) for i, q in enumerate(op.output_ports)],
@@ -606,8 +613,9 @@ def _loop_to_tf(g: Graph, op: Op, tf_ns: str, onnx_ns: str) -> None:
     inc = body.add_op("Add", body.unique_name("next_iteration"), namespace=onnx_ns, inputs=["A", "B"],
                       outputs=[("C", "tensor(int64)[]")], sources=[b_i, one.output_ports[0]])
     outs = [inc.output_ports[0], b_m, c_out] + v_out + cap_ports
-    for k, src in enumerate(outs):
-        body.connect(src, body.add_output_port(f"output_{k}", src.dtype))  # type: ignore[arg-type]
+    in_types = [p.dtype for p in body.input_ports]  # TF's body returns what it takes, type for type
+    for k, (src, dt) in enumerate(zip(outs, in_types)):
+        body.connect(src, body.add_output_port(f"output_{k}", dt))  # type: ignore[arg-type]
     # cond: (i, M, c, v..., captured...) -> c and i < M
     cond_g = Graph(attrs={})
     ci = cond_g.add_input_port("iteration", "tensor(int64)[]")
@@ -622,6 +630,8 @@ def _loop_to_tf(g: Graph, op: Op, tf_ns: str, onnx_ns: str) -> None:
     both = cond_g.add_op("And", "go_on", namespace=onnx_ns, inputs=["A", "B"], outputs=[("C", "tensor(bool)[]")],
                          sources=[cc, less.output_ports[0]])
     cond_g.connect(both.output_ports[0], cond_g.add_output_port("go_on", "tensor(bool)[]"))
+    _tf_function_attrs(body, onnx_ns)
+    _tf_function_attrs(cond_g, onnx_ns)
     types = ["int64", "int64", "bool"] + tout + tcap
     loop_in = [i0, m_in, c_in] + sources + captured
     new = g.add_op("StatelessWhile", g.unique_name(op.name + "/while"), namespace=tf_ns,
@@ -634,11 +644,33 @@ def _loop_to_tf(g: Graph, op: Op, tf_ns: str, onnx_ns: str) -> None:
     g.rename_op(new, name)
 
 
+def _tf_function_attrs(body: Graph, onnx_ns: str | None) -> None:
+    """A body for a TF function: its ops still ONNX ops (the graph says so until the table converted them); the
+    ONNX graph's own attributes (name, value_info ...) go.  Its constants are typed by their values (ONNX's type
+    inference leaves subgraph values untyped, and the table's rules read ranks)."""
+    from amanda_onnx.typesystem import OnnxTypeSystem
+
+    body.attrs = {}
+    body.namespace = onnx_ns
+    types = OnnxTypeSystem()
+    for op in body:
+        value = op.attrs.get("value")
+        if op.type in ("Constant", "Initializer") and isinstance(value, np.ndarray) and len(op.output_ports) == 1:
+            typed = types.make_tensor_type(value.dtype.name, tuple(value.shape))
+            if typed is not None:
+                op.output_ports[0].dtype = typed
+
+
 def settle_tf_bodies(graph: Graph) -> int:
     """After ``onnx-to-tf``: the signatures of function bodies in TF types (``tensor(float)[?,4]`` ->
     ``float32[?,4]``), so the exporter can write them; returns how many ports changed."""
     changed = 0
     for g in list(_walk(graph))[1:]:
+        if g.namespace is not None and g.namespace.startswith(ONNX_FAMILY) and all(
+                op.namespace is not None and op.namespace.startswith(TF_FAMILY) for op in g):
+            for op in g:  # converted whole: the body is the enclosing graph's namespace again
+                op.namespace = None
+            g.namespace = None
         ports = list(g.input_ports) + list(g.output_ports)
         for op in g:
             ports += list(op.input_ports) + list(op.output_ports)

@@ -111,4 +111,21 @@ def amanda_graph_passes() -> list[GraphPass]:
     return [GraphPass(name="keras-lstm", tables=("keras-rnn-to-onnx", "keras-rnn-to-torch"), run=_keras_lstm,
                       description="recognises Keras LSTM loops (While over TensorLists) and writes ONNX LSTM ops"),
             GraphPass(name="tf-layout", tables=("tf-to-onnx",), run=_layout,
-                      description="removes the transposes the TF -> ONNX table leaves around channels-last ops")]
+                      description="TF control flow as ONNX If/Loop, then removes the transposes the TF -> ONNX "
+                                  "table leaves around channels-last ops"),
+            GraphPass(name="onnx-control-to-tf", tables=("onnx-to-tf",), run=_onnx_control_to_tf, before=True,
+                      description="ONNX If/Loop as StatelessIf/StatelessWhile whose functions take what they read"),
+            GraphPass(name="tf-function-types", tables=("onnx-to-tf",), run=_tf_function_types,
+                      description="function signatures of converted control flow in TF types")]
+
+
+def _onnx_control_to_tf(graph: Any) -> str:
+    from .control import onnx_control_to_tf
+
+    return onnx_control_to_tf(graph).summary()
+
+
+def _tf_function_types(graph: Any) -> str:
+    from .control import settle_tf_bodies
+
+    return f"{settle_tf_bodies(graph)} port type(s) of function bodies in TF types"
