@@ -28,7 +28,8 @@ MODULES = ["add", "relu", "div", "mod", "pow", "where", "clip", "softmax", "gemm
            "batch_normalization", "reshape", "transpose", "concat", "cast", "slice", "gather", "gatherelements",
            "scatterelements", "pad", "split", "rangeop", "constantofshape", "size", "trilu", "reducesum",
            "negativeloglikelihoodloss", "depthtospace", "hardmax", "einsum", "topk", "lpnormalization",
-           "layernormalization", "resize"]
+           "layernormalization", "resize", "equal", "greater", "greater_or_equal", "mul", "max", "bitshift", "quantizelinear", "dequantizelinear",
+           "dynamicquantizelinear", "qlinearmatmul", "matmulinteger", "convinteger", "rmsnormalization", "attention"]
 
 CONVERTS = [
     # one op to one op, constant attributes
@@ -54,13 +55,29 @@ CONVERTS = [
     # equal values in increasing index order (torch's topk orders ties otherwise), K at run time
     "test_top_k_same_values", "test_top_k_smallest", "test_maxpool_2d_same_upper", "test_l2normalization_axis_0",
     "test_resize_downsample_scales_linear", "test_resize_upsample_sizes_cubic",
+    # uint16/32/64: views as the signed type of the same width, int64 copies, the sign bit flipped for uint64 order
+    "test_add_uint32", "test_mul_uint64", "test_div_uint16", "test_greater_uint64", "test_greater_equal_uint32",
+    "test_max_uint64", "test_bitshift_left_uint16", "test_bitshift_right_uint32", "test_equal_uint64",
+    # quantization as integer and float64 arithmetic
+    "test_quantizelinear", "test_quantizelinear_axis", "test_dequantizelinear_axis", "test_dynamicquantizelinear",
+    "test_dynamicquantizelinear_min_adjusted", "test_qlinearmatmul_3D_int8_float32", "test_matmulinteger",
+    "test_convinteger_with_padding",
+    # opset 23-28 ops converted ahead of the opset chain (onnx_newest_to_torch.yaml)
+    "test_rms_normalization_4d_axis1", "test_rms_normalization_3d_axis_negative_1_epsilon",
+    "test_bitshift_right_int8_negative_shift", "test_bitshift_left_int32_overflow", "test_mod_mixed_sign_float32",
+    "test_attention_4d_gqa_causal", "test_attention_3d_diff_heads_sizes_attn_mask", "test_attention_4d_attn_mask_bool",
+    "test_attention_4d_attn_mask_4d_causal", "test_attention_3d_gqa_with_past_and_present",
+    "test_attention_4d_causal_with_past_and_present", "test_attention_23_boolmask_fullymasked_row_nan_robustness",
 ]
 """Cases the tables convert (each must convert and pass)."""
 
-REFUSED = ["test_edge_pad", "test_mod_float16_mixed_sign_fmod_0", "test_resize_downsample_scales_cubic_align_corners"]
+REFUSED = ["test_edge_pad", "test_mod_float16_mixed_sign_fmod_0", "test_resize_downsample_scales_cubic_align_corners",
+           "test_div_uint64", "test_attention_4d_softcap", "test_attention_4d_with_qk_matmul", "test_attention_4d_fp16"]
 """Cases no rule converts exactly: pads given at run time in edge mode (torch pads only the trailing axes, which
-run-time pads cannot promise); float16 Mod with fmod = 0 (opset 28's floor modulo of floats, which the downgrade
-to opset 27 cannot say); Resize with align_corners and scales (ONNX divides by the unrounded output length)."""
+run-time pads cannot promise); float16 Mod with fmod = 0 (torch's float16 remainder rounds otherwise); Resize with
+align_corners and scales (ONNX divides by the unrounded output length); uint64 division (no exact form in a type
+torch has kernels for); Attention with softcap, with its qk_matmul output read, or in float16 (torch's CPU kernel
+accumulates in float32)."""
 
 
 @pytest.fixture(scope="module")
@@ -124,9 +141,20 @@ def test_tables_check_against_both_schemas(bench: Any) -> None:
     from amanda_core.mapping import check_table, load_table
     from amanda_core.plugin.manager import registry
 
-    for path in bench.onnx_to_torch_files():
+    for path in [*bench.onnx_to_torch_files(), *bench.onnx_ahead_files()]:
         errors, _ = check_table(load_table(path, trusted=True), registry().namespaces)
         assert errors == [], (path.name, errors)
+
+
+def test_newest_ops_go_ahead_of_the_chain(bench: Any) -> None:
+    """``onnx_newest_to_torch.yaml`` is one table that goes ahead of the opset chain (it reads opsets 23 and later,
+    where Attention and RMSNormalization exist), not a part of ``onnx-to-torch``."""
+    from amanda_core.mapping import load_table
+
+    (path,) = bench.onnx_ahead_files()
+    table = load_table(path, trusted=True)
+    assert table.ahead and table.part_of is None and table.name == "onnx-newest-to-torch"
+    assert {"attention", "rms_norm", "bitshift_signed", "mod_float_floor"} <= set(table.rules)
 
 
 def test_helpers() -> None:
