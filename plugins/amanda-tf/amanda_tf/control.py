@@ -434,8 +434,45 @@ def onnx_control_to_tf(graph: Graph) -> ControlReport:
     if found is None:
         return report
     tf_ns = f"amanda/tensorflow/{found[1]}"
+    if any(op.type in ("If", "Loop") for g in _walk(graph) for op in g):
+        _type_subgraphs(graph)
     _to_tf(graph, graph.namespace, tf_ns, report)
     return report
+
+
+def _type_subgraphs(graph: Graph) -> None:
+    """Types of the values inside ``If``/``Loop`` bodies from onnx's shape inference (Amanda's ONNX inference
+    types the main graph's values only; the table's rules read element types and ranks).  Values are matched by
+    their ONNX names, recorded on their producers."""
+    import onnx
+
+    import amanda_onnx
+    from amanda_onnx.dtypes import dtype_from_type_proto
+
+    try:
+        model = onnx.shape_inference.infer_shapes(amanda_onnx.to_model(graph))
+    except Exception:  # inference is a help: the rules then see fewer types
+        return
+
+    def walk(gp: Any, g: Graph) -> None:
+        types = {vi.name: vi.type for vi in list(gp.value_info) + list(gp.output)}
+        by_name = {str((op.meta or {}).get("name", op.name)): op for op in g}
+        if gp is not model.graph:
+            for op in g:
+                recorded = (op.meta or {}).get("outputs") or {}
+                for q in op.output_ports:
+                    tp = types.get(recorded.get(q.name, ""))
+                    if q.dtype is None and tp is not None:
+                        q.dtype = dtype_from_type_proto(tp)
+        for node in gp.node:
+            op = by_name.get(node.name)
+            if op is None:
+                continue
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.GRAPH and isinstance(op.attrs.get(a.name), Graph):
+                    walk(a.g, op.attrs[a.name])
+
+    walk(model.graph, graph)
 
 
 def _scope_values(g: Graph) -> dict[str, OutputPort]:
