@@ -27,11 +27,12 @@ TOL = 1e-4
 DYNAMO_NODES = {"small_cnn": 8, "resnet": 15, "mobilenet_v2": 99, "vit": 81, "bert": 86}
 
 
-def to_onnx(module: Any, args: tuple[Any, ...], target: str = "amanda/onnx/18", passes: bool = True) -> Any:
+def to_onnx(module: Any, args: tuple[Any, ...], target: str = "amanda/onnx/18", passes: bool = True,
+            **options: Any) -> Any:
     import amanda_onnx
     from amanda_torch.importer import load_model
 
-    graph = load_model(module, example_inputs=args)
+    graph = load_model(module, example_inputs=args, **options)
     graph = convert(graph, target, registered_tables(), registry().namespaces,
                     passes=registered_passes() if passes else ()).graph
     model = amanda_onnx.to_model(graph)
@@ -105,6 +106,18 @@ def test_without_the_passes_the_graph_is_larger() -> None:
     folded = op_types(to_onnx(module, args))
     assert plain.count("BatchNormalization") == plain.count("Pad") == 52
     assert len(folded) == len(plain) - 52 - 52 - plain.count("Constant")
+
+
+@pytest.mark.parametrize("target", ["amanda/onnx/13", "amanda/onnx/18"])
+def test_folded_cnn_with_a_dynamic_batch_at_other_opsets(target: str) -> None:
+    module, args = models.small_cnn()
+    batch = torch.export.Dim("batch", min=1, max=64)
+    model = to_onnx(module, args, target, dynamic_shapes={"x": {0: batch}})
+    assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    assert "BatchNormalization" not in op_types(model) and len(model.graph.node) <= DYNAMO_NODES["small_cnn"]
+    for n in (1, 3):
+        x = models.images(5, n)
+        assert_close(run_onnx(model, (x,)), eager(module, (x,)))
 
 
 def test_the_passes_are_registered_after_their_tables() -> None:
