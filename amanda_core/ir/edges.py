@@ -76,6 +76,9 @@ def split_graph_end(g: Graph, end: str, boundary: str, source: bool, edge: str |
     such a port (``source``: an output port, else an input port; or ``^control``), or the graph itself
     (``boundary`` or ``graph``) with such a port (``source``: a graph input, which produces inside the graph, else
     a graph output)."""
+    if end.count(".") <= 1:  # one way to read it (the common case): no look-ups
+        return split_end(end, None, edge)
+
     def is_port(op_name: str, port: str) -> bool:
         op = g.ops.get(op_name)
         if op is not None and (port == CONTROL or port in (op.output_ports if source else op.input_ports)):
