@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from ..errors import FormatError, GraphError, Location
 from ..ir.bulk import bulk_build
-from ..ir.edges import is_control, split_edge, split_graph_end
+from ..ir.edges import ARROW, is_control, split_edge, split_graph_end
 from ..ir.graph import Graph, Op
 from ..ir.tensor import resolve_dtype
 from .tensor_data import Sidecar, read_tensor
@@ -182,7 +182,7 @@ class _Reader:
                     dtype = str(dtype)
                 else:
                     raise self.error(f"port {name!r}: dtype must be a string, got {_kind(dtype)}", path + (i,))
-            if not name or "->" in name:
+            if not name or ARROW in name:
                 raise self.error(f"port name {name!r} is empty or contains '->'", path + (i,))
             out.append((name, dtype))
         return out

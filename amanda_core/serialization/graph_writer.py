@@ -59,7 +59,7 @@ class _Writer:
         return d
 
     def op(self, op: Op) -> dict[str, Any]:
-        if "->" in op.name or not op.name:
+        if ARROW in op.name or not op.name:
             raise FormatError(f"op name {op.name!r} cannot be written in the edge syntax")
         d: dict[str, Any] = {}
         if op.type is not None or "type" in op.attrs:  # an attribute named type needs the op's own type: key
@@ -149,7 +149,7 @@ def dump_values(data: Any) -> str:
 def _ports_out(ports: Any) -> list[Any]:
     out: list[Any] = []
     for p in ports:
-        if "->" in p.name or not p.name:
+        if ARROW in p.name or not p.name:
             raise FormatError(f"port name {p.qualified_name!r} cannot be written in the edge syntax")
         out.append(p.name if p.dtype is None else {p.name: str(p.dtype)})
     return out
