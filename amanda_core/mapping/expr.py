@@ -186,6 +186,11 @@ class Expression:
         return hash(self.source)
 
 
+_COMPILED: dict[str, tuple[types.CodeType, bool, frozenset[str]]] = {}
+"""Checked and compiled sources (the Python text): tables repeat expressions (three times each on average over
+the installed tables), and checking and compiling is most of the time of loading a table."""
+
+
 def compile_expression(text: str, location: Location | None = None, rule: str | None = None) -> Expression:
     """Check and compile ``${...}`` (or the bare source); raises ExpressionError with the reason."""
     s = text.strip()
@@ -195,6 +200,10 @@ def compile_expression(text: str, location: Location | None = None, rule: str | 
     if not source:
         raise ExpressionError("empty expression", location, rule)
     python = _strip_dollars(source)
+    done = _COMPILED.get(python)
+    if done is not None:  # the same checked code, named after this expression's place in tracebacks
+        code, is_body, names = done
+        return Expression(text, code.replace(co_filename=_filename(location, rule)), is_body, location, rule, names)
     is_body = False
     try:
         tree: ast.AST = ast.parse(python, mode="eval")
@@ -224,6 +233,7 @@ def compile_expression(text: str, location: Location | None = None, rule: str | 
         code = next(c for c in outer.co_consts if isinstance(c, types.CodeType))
     else:
         code = compile(tree, _filename(location, rule), "eval")  # type: ignore[call-overload]
+    _COMPILED[python] = (code, is_body, names)
     return Expression(text, code, is_body, location, rule, names)
 
 
