@@ -482,7 +482,10 @@ def cmd_convert(args: argparse.Namespace) -> int:
         print(f"warning: --allow-partial: {total} op(s) were left unconverted:", file=sys.stderr)
         for t, ns, n, names in result.unconverted:
             print(f"  {n} x {t} ({ns}), e.g. {', '.join(names)}", file=sys.stderr)
+    keeper = _foreign_keeper(result, reg, args)  # a format that cannot keep them: refused first
     _validate_result(result, reg, args)
+    if keeper is not None:
+        _keep_foreign(result, reg, args, keeper)
     record_provenance(args, result)
     written = save_model(out, args.output_file)
     if len(result.steps) > 2:
@@ -589,6 +592,53 @@ def _refuse_mixed_versions(result: Any, path: str) -> None:
         raise AmandaError(f"{path}: --allow-partial left {', '.join(stuck)}, but a {ext} file holds one version of "
                           f"{target.family} ({result.target}); nothing was written: write a .yaml file to keep "
                           "the mixed graph, or convert to a version that has these ops")
+
+
+def _foreign_keeper(result: Any, reg: Any, args: argparse.Namespace) -> Any:
+    """The output format's exporter when --allow-partial left ops in another framework's family and it keeps
+    them as something its format says (its ``keep_foreign``); None when there are none or the output is a .yaml
+    file (which holds them as they are); a format that cannot keep them is refused, nothing written."""
+    from ..foreign import foreign_ops
+    from ..io import _exporters_for
+
+    path = args.output_file
+    if path.lower().endswith((".yaml", ".yml")) and not os.path.isdir(path):
+        return None
+    found = foreign_ops(result.graph, result.target)
+    if not found:
+        return None
+    exporters = [e for e in _exporters_for(path, reg) if e.handles_namespace(result.target)]
+    exporter = exporters[0] if exporters else None
+    if exporter is None or exporter.keep_foreign is None:
+        kinds: dict[str, int] = {}
+        for op, _ns in found:
+            kinds[op.type or "(no type)"] = kinds.get(op.type or "(no type)", 0) + 1
+        listed = ", ".join(f"{n} x {t}" for t, n in kinds.items())
+        what = f"the {exporter.name} exporter" if exporter is not None else "its exporter"
+        raise AmandaError(f"{path}: --allow-partial left {len(found)} op(s) of another framework ({listed}), and "
+                          f"{what} cannot keep ops it has no conversion for; nothing was written: write a .yaml "
+                          "file to keep the partial graph, or add a table that converts them")
+    return exporter
+
+
+def _keep_foreign(result: Any, reg: Any, args: argparse.Namespace, exporter: Any) -> None:
+    """Hand the ops --allow-partial left in another framework's family to ``exporter.keep_foreign``; say so."""
+    from ..foreign import keep_foreign_ops
+
+    kept = keep_foreign_ops(result.graph, result.target, reg.namespaces, exporter.keep_foreign)
+    by_path = {op.path: op for op in result.graph.walk()}
+    lines = []
+    for info in kept:
+        op = by_path.get(info.path)
+        now = f"{op.type} ({op.effective_namespace})" if op is not None else "removed"
+        lines.append(f"  {info.path}: {info.type} ({info.namespace}) kept as {now}")
+    print(f"note: {len(kept)} op(s) of another framework kept for {exporter.name}, unconverted:", file=sys.stderr)
+    for line in lines:
+        print(line, file=sys.stderr)
+    if args.explain:
+        print("kept unconverted (--allow-partial):")
+        for line in lines:
+            print(line)
 
 
 def _sync_opset_attrs(graph: Graph) -> None:

@@ -144,6 +144,12 @@ class Exporter:
     framework: str | None = None
     framework_versions: str | None = None
     description: str = ""
+    keep_foreign: Callable[[Any, Any], Any] | None = None
+    """Optional: ``keep_foreign(op, foreign)`` rewrites in place an op that ``--allow-partial`` left in another
+    framework's family (``foreign``: its :class:`amanda_core.foreign.ForeignOp`; its ports already carry this
+    family's value types) into an op this exporter writes, which keeps it or fails with an error naming it when
+    run (:func:`amanda_core.foreign.keep_foreign_ops`).  Without it the command line refuses to write a
+    partial conversion in this format."""
 
     @property
     def writes_directories(self) -> bool:

@@ -32,6 +32,7 @@ def amanda_namespaces() -> list[NamespaceProvider]:
 
 _load = lazy("amanda_onnx.importer:load_model")
 _save = lazy("amanda_onnx.exporter:save_model")
+_keep_foreign = lazy("amanda_onnx.foreign:keep_foreign")
 
 
 @hookimpl
@@ -43,9 +44,11 @@ def amanda_importers() -> list[Importer]:
 
 @hookimpl
 def amanda_exporters() -> list[Exporter]:
-    """``onnx``: graphs of any ``amanda/onnx`` namespace to ``.onnx`` files (atomic writes)."""
+    """``onnx``: graphs of any ``amanda/onnx`` namespace to ``.onnx`` files (atomic writes); ops of another
+    framework a partial conversion leaves become nodes of a custom domain (:mod:`amanda_onnx.foreign`)."""
     return [Exporter(name="onnx", namespace=FAMILY, extensions=(".onnx",), save=_save, framework="onnx",
-                     description="ONNX models (lossless; external data when asked or over 2 GB)")]
+                     description="ONNX models (lossless; external data when asked or over 2 GB)",
+                     keep_foreign=_keep_foreign)]
 
 
 @hookimpl

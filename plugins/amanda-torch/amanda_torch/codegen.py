@@ -80,6 +80,8 @@ def _callee(call: Call) -> str:
         return "_if"
     if call.qualname == "prim::Loop":
         return "_loop"
+    if call.qualname == "amanda::unconverted":
+        return "_unconverted"
     functional = FUNCTIONAL.get(call.qualname)
     if functional is not None and len(call.args) <= functional[1] and "self" not in call.kwargs:
         return functional[0]
@@ -253,6 +255,9 @@ def module_source(program: Program, weights_file: str, class_name: str = "Model"
             lines += _IF.splitlines()
         if "prim::Loop" in control:
             lines += _LOOP.splitlines()
+    if any(c.qualname == "amanda::unconverted" for c in _all_calls(program)):
+        lines += ["", "", "# ops the conversion kept unconverted (--allow-partial): calling one raises",
+                  "def _unconverted(message, *inputs):", "    raise NotImplementedError(message)"]
     lines += ["", "",
              f"class {cls}(torch.nn.Module):",
              "    def __init__(self, weights: str | Path = WEIGHTS) -> None:",

@@ -61,9 +61,11 @@ def amanda_exporters() -> list[Exporter]:
     """``torch``: graphs of ``amanda/pytorch`` to ``.pt2`` (ExportedProgram) and ``.py`` (a readable module with
     its weights in a ``.safetensors`` file beside it)."""
     return [Exporter(name="torch", namespace=FAMILY, extensions=(".pt2", ".py"), save=_save, framework="torch",
-                     description="PyTorch: .pt2 (torch.export) or a readable .py module with .safetensors weights")]
+                     description="PyTorch: .pt2 (torch.export) or a readable .py module with .safetensors weights",
+                     keep_foreign=_keep_foreign)]
 
 
+_keep_foreign = lazy("amanda_torch.foreign:keep_foreign")
 _run = lazy("amanda_torch.runner:run")
 _run_each = lazy("amanda_torch.runner:run_each")
 _example_inputs = lazy("amanda_torch.runner:example_inputs")

@@ -28,6 +28,7 @@ from amanda_core.errors import AmandaError
 from amanda_core.ir.graph import Op, OutputPort
 from amanda_core.ir.tensor import is_tensor
 
+from .foreign import UNCONVERTED, unconverted, unconverted_message
 from .scalar_types import LAYOUTS, MEMORY_FORMATS, QSCHEMES, lookup_enum, lookup_scalar_type
 from .schema_text import ParsedSchema, parse_function_schema
 from .valuetypes import TensorValueType, ValueType, parse_value_type
@@ -289,8 +290,27 @@ class _Lowering:
             self.script_control(op)
         elif t.startswith("prim::") and t in _UNSUPPORTED_PRIM:
             raise AmandaError(f"op {op.path!r}: {t} cannot be exported to a torch module")
+        elif t == UNCONVERTED:
+            self.unconverted(op)
         else:
             self.call(op)
+
+    def unconverted(self, op: Op) -> None:
+        """An op a partial conversion kept (:mod:`amanda_torch.foreign`): a call that raises, naming it."""
+        a = op.attrs
+        message = unconverted_message(str(a.get("op_name") or op.path), str(a.get("op_type") or "?"),
+                                      str(a.get("namespace") or "?"), str(a.get("stands_for") or ""))
+        inputs = tuple(self.input_value(op, p) for p in op.input_ports if p.source is not None)
+        ref = Ref(self.names.make(op.name))
+        self.program.calls.append(Call(unconverted, UNCONVERTED, (message, *inputs), {}, ref, op.path))
+        outs = list(op.output_ports)
+        for i, q in enumerate(outs):
+            if len(outs) == 1:
+                self.values[q] = ref
+            elif q.has_consumers() or any(gp.source is q for gp in self.graph.output_ports):
+                item = Ref(self.names.make(f"{op.name}_{q.name}"))
+                self.program.calls.append(Call(operator.getitem, "getitem", (ref, i), {}, item, op.path))
+                self.values[q] = item
 
     def input_value(self, op: Op, port: Any) -> Any:
         if port.source is None:
