@@ -375,3 +375,22 @@ def test_a_detached_op_takes_its_ports_as_add_op_does():
     assert op.input_ports.sources() == [None, g.ops["t"].output_ports[0]]
     with pytest.raises(GraphError, match="duplicate port name 'a'"):
         Op(None, "x", inputs=["a", "b", "a"])
+
+
+def test_a_graph_renames_its_ports_and_a_body_renames_its_owners_too():
+    from amanda_core import Graph
+
+    g = Graph("amanda/toy/1")
+    x = g.add_input_port("x")
+    r = g.add_op("Relu", "r", inputs=["x"], outputs=["y"], sources=[x])
+    g.connect(r.output_ports["y"], g.add_output_port("out"))
+    g.rename_input_port("x", "features")
+    g.rename_output_port(g.output_ports["out"], "activations")
+    assert g.input_ports.names() == ["features"] and g.output_ports.names() == ["activations"]
+    assert r.input_ports["x"].source is g.input_ports["features"]
+    holder = Graph("amanda/toy/1")
+    op = holder.add_op("Block", "b", inputs=["a"], outputs=["b"])
+    op.set_body(Graph("amanda/toy/1"))
+    body = op.body
+    body.rename_input_port("a", "a2")
+    assert op.input_ports.names() == ["a2"] and body.input_ports.names() == ["a2"]

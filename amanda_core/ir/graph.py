@@ -833,6 +833,28 @@ class Graph:
                 raise GraphError(f"input port {op_port.qualified_name} is fed; disconnect it first")
             self._owner._inputs._remove(op_port)
 
+    def rename_input_port(self, port: GraphInput | str, new: str) -> None:
+        """Rename one of the graph's inputs (the owner's port too, for an op's body)."""
+        p = self._inputs[port] if isinstance(port, str) else port
+        if self._owner is not None and p.name in self._owner._inputs:
+            self._owner.rename_input_port(p.name, new)
+            return
+        old = p._name
+        self._inputs._rename(p, new)
+        if self._journal is not None:
+            self._journal.append((self._inputs._rename, p, old))
+
+    def rename_output_port(self, port: GraphOutput | str, new: str) -> None:
+        """Rename one of the graph's outputs (the owner's port too, for an op's body)."""
+        p = self._outputs[port] if isinstance(port, str) else port
+        if self._owner is not None and p.name in self._owner._outputs:
+            self._owner.rename_output_port(p.name, new)
+            return
+        old = p._name
+        self._outputs._rename(p, new)
+        if self._journal is not None:
+            self._journal.append((self._outputs._rename, p, old))
+
     def remove_output_port(self, port: GraphOutput | str) -> None:
         p = self._outputs[port] if isinstance(port, str) else port
         if p._source is not None:

@@ -125,6 +125,7 @@ class _Exporter:
         used: dict[str, tuple[int | None, str]] = {}
         scope = _Scope(None, ns, used, "")
         self.top_scope = scope
+        self.sub_scopes: list[_Scope] = []  # the scopes of If/Loop/Scan bodies, in export order
         self.graph_into(g, m.graph, scope)
         if "name" not in attrs and "ir_version" not in attrs:  # not read from ONNX: ONNX wants a graph name
             m.graph.name = "main_graph"
@@ -534,7 +535,9 @@ class _Exporter:
             raise TypeError(f"expected a graph, got {type(g).__name__}")
         ns = g.namespace or scope.namespace
         where = f"{scope.where}/{label}" if scope.where else label
-        self.graph_into(g, gp, _Scope(scope, ns, scope.used, where))
+        inner = _Scope(scope, ns, scope.used, where)
+        self.sub_scopes.append(inner)
+        self.graph_into(g, gp, inner)
 
     # -- tensors
     def tensor(self, tp: Any, value: Any, info: dict[str, Any] | None, where: str) -> None:
@@ -772,12 +775,15 @@ def to_model(graph: Graph, *, external_data: bool | None = None, weightless: boo
     ``weightless``: plain tensors of at least ``STREAM_MIN_BYTES`` keep their type and dims but no data (they
     say they are external, in a file that does not exist): the model for ``onnx.shape_inference``, made
     without reading a weight.  ``value_names``, when given, is filled with the ONNX value name of every output
-    port of the top graph (names the model records, and those the export made up for the others)."""
+    port of the graph and of the graphs its ops hold (names the model records, and those the export made up for
+    the others)."""
     exp = _Exporter(graph, keep_external=external_data is not False, threshold=None, weightless=weightless)
     with bulk_build():  # nothing made here is cyclic garbage: spare the collector sweeps over the graph
         model = exp.model()
     if value_names is not None:
         value_names.update(exp.top_scope.names)
+        for inner in exp.sub_scopes:
+            value_names.update(inner.names)
     for tp, data, _ in exp.external:  # cannot keep the reference in memory: embed
         tp.ClearField("data_location")
         tp.ClearField("external_data")

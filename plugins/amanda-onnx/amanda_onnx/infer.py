@@ -20,7 +20,7 @@ from typing import Any
 from amanda_core.errors import AmandaError
 from amanda_core.ir import Graph
 
-from .structural import INITIALIZER, STRUCTURAL_TYPES
+from .structural import INITIALIZER, OUTER_VALUE, STRUCTURAL_TYPES
 
 
 class InferenceError(AmandaError):
@@ -29,8 +29,8 @@ class InferenceError(AmandaError):
 
 def infer_types(graph: Graph) -> int:
     """Give untyped node outputs of ``graph``, and those typed with an element type only (``tensor(float)``, as a
-    rule types the ops it makes), in the top level (not the bodies of ``If``/``Loop``/``Scan``), the
-    types onnx's shape inference finds for them; returns how many it typed.  Raises :class:`InferenceError`
+    rule types the ops it makes), at every level (the bodies of ``If``/``Loop``/``Scan`` too), the types onnx's
+    shape inference finds for them; returns how many it typed.  Raises :class:`InferenceError`
     when inference fails (an inconsistent model), leaving the graph as it was."""
     import onnx
 
@@ -43,17 +43,17 @@ def infer_types(graph: Graph) -> int:
         inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=False)
     except (onnx.shape_inference.InferenceError, ValueError, RuntimeError) as e:
         raise InferenceError(f"onnx shape inference failed: {e}") from None
-    found: dict[str, Any] = {vi.name: vi.type for vi in inferred.graph.value_info}
-    found.update((vi.name, vi.type) for vi in inferred.graph.output if vi.name not in found)
+    found: dict[str, Any] = {}
+    _value_types(inferred.graph, found)
     if not found:
         return 0
     typed = 0
-    for op in graph:
+    for op in _ops(graph):
         if op.type == INITIALIZER and op.namespace is None:
             typed += _type_initializer(op)
             continue
-        if op.namespace is None and op.type in STRUCTURAL_TYPES:
-            continue
+        if op.namespace is None and op.type in STRUCTURAL_TYPES and op.type != OUTER_VALUE:
+            continue  # (an outer value inside a body takes the type of the value it names)
         for q in op.output_ports:
             if q.dtype is not None and not _rank_unknown(q.dtype):
                 continue
@@ -66,6 +66,30 @@ def infer_types(graph: Graph) -> int:
                 q.dtype = dtype
                 typed += 1
     return typed
+
+
+def _value_types(gp: Any, found: dict[str, Any]) -> None:
+    """Value name -> inferred type, in ``gp`` and the graphs its nodes hold (ONNX names are unique across a
+    model's graphs)."""
+    import onnx
+
+    for vi in gp.value_info:
+        found.setdefault(vi.name, vi.type)
+    for vi in gp.output:
+        found.setdefault(vi.name, vi.type)
+    for node in gp.node:
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                _value_types(a.g, found)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for sub in a.graphs:
+                    _value_types(sub, found)
+
+
+def _ops(graph: Graph) -> Any:
+    yield from graph
+    for nested in graph.nested_graphs():
+        yield from nested.graph
 
 
 def _rank_unknown(dtype: str) -> bool:

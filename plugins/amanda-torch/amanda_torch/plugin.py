@@ -97,12 +97,31 @@ def _gelu(graph: Any) -> str:
     return fuse_gelu(graph).summary()
 
 
+def _control_to_onnx(graph: Any) -> str:
+    from .control_onnx import torch_control_to_onnx
+
+    return torch_control_to_onnx(graph).summary()
+
+
+def _control_to_torch(graph: Any) -> str:
+    from .control_onnx import onnx_control_to_torch
+
+    return onnx_control_to_torch(graph).summary()
+
+
 @hookimpl
 def amanda_graph_passes() -> list[GraphPass]:
-    """``torch-onnx-fold`` after ``torch-to-onnx`` (batch norm and zero padding into convolutions, constant
+    """Control flow (``docs/torch.md``, "Control flow"): ``torch-control-to-onnx`` after ``torch-to-onnx``
+    (``torch.cond``, TorchScript ``If``/``Loop`` as ONNX ``If``/``Loop``) and ``onnx-control-to-torch`` before
+    ``onnx-to-torch`` (the other way). ``torch-onnx-fold`` after ``torch-to-onnx`` (batch norm and zero padding into convolutions, constant
     subgraphs folded, Constant nodes as initializers) and ``torch-onnx-gelu`` after ``onnx-opset-19-to-20`` (the
     GELU subgraphs of ``torch-to-onnx`` as ``Gelu``): ``docs/torch.md``, "What is folded"."""
-    return [GraphPass(name="torch-onnx-fold", tables=("torch-to-onnx",), run=_fold,
+    return [GraphPass(name="torch-control-to-onnx", tables=("torch-to-onnx",), run=_control_to_onnx,
+                      description="torch.cond and TorchScript If/Loop as ONNX If/Loop, their branches reading "
+                                  "outer values by name"),
+            GraphPass(name="onnx-control-to-torch", tables=("onnx-to-torch",), run=_control_to_torch, before=True,
+                      description="ONNX If/Loop as prim::If/prim::Loop, outer values as captured inputs"),
+            GraphPass(name="torch-onnx-fold", tables=("torch-to-onnx",), run=_fold,
                       description="folds BatchNormalization and zero Pad into Conv, constant subgraphs into "
                                   "initializers"),
             GraphPass(name="torch-onnx-gelu", tables=("onnx-opset-19-to-20",), run=_gelu,

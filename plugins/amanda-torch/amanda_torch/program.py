@@ -288,6 +288,8 @@ class _Lowering:
             self.higher_order(op)
         elif t in ("prim::If", "prim::Loop"):
             self.script_control(op)
+        elif t == "aten::Bool.Tensor" and _only_conditions(op):
+            pass  # prim::If reads the tensor itself (torch.cond while tracing): no .item() to trace
         elif t.startswith("prim::") and t in _UNSUPPORTED_PRIM:
             raise AmandaError(f"op {op.path!r}: {t} cannot be exported to a torch module")
         elif t == UNCONVERTED:
@@ -419,10 +421,11 @@ class _Lowering:
             if op.input_ports.names() != ["cond", *cap_names]:
                 raise AmandaError(f"op {op.path!r} (prim::If): inputs must be cond, captured_0 ...")
             cond_port = op.input_ports["cond"]
-            cond = self.input_value(op, cond_port)
             producer = cond_port.source.op if cond_port.source is not None else None
             if producer is not None and producer.type == "aten::Bool.Tensor":
-                cond = self.input_value(op, producer.input_ports[0])  # the tensor, for torch.cond when tracing
+                cond = self.input_value(producer, producer.input_ports[0])  # the tensor: torch.cond when tracing
+            else:
+                cond = self.input_value(op, cond_port)
             args: tuple[Any, ...] = (cond, self.sub(op, "then_block", cap_names, outs, True),
                                      self.sub(op, "else_block", cap_names, outs, True),
                                      tuple(self.input_value(op, p) for p in captured))
@@ -586,3 +589,8 @@ def lower(graph: Graph, namespace: str | None = None) -> Program:
 def is_tensor_type(t: ValueType | None) -> bool:
     return isinstance(t, TensorValueType)
 
+
+def _only_conditions(op: Op) -> bool:
+    """True when every reader of the op's output is the condition of a ``prim::If``."""
+    readers = [c for q in op.output_ports for c in q.consumers]
+    return bool(readers) and all(c.name == "cond" and c.op is not None and c.op.type == "prim::If" for c in readers)

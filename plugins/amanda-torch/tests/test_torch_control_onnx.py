@@ -1,0 +1,174 @@
+"""Control flow between torch and ONNX (docs/torch.md, "Control flow"): ``torch.cond`` becomes ONNX ``If`` and
+back, ONNX ``If``/``Loop`` whose branches read outer values by name become ``prim::If``/``prim::Loop`` taking
+them as inputs, and each path is checked on inputs that take every branch or loop a different number of times."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+import models  # noqa: E402 - the shared factories beside this file
+from onnx import TensorProto as T  # noqa: E402
+from onnx import helper  # noqa: E402
+
+from amanda_core.mapping import ConversionError, convert, registered_tables  # noqa: E402
+from amanda_core.plugin import registry  # noqa: E402
+from amanda_core.plugin.passes import registered_passes  # noqa: E402
+
+
+def _convert(graph: Any, target: str) -> Any:
+    reg = registry()
+    return convert(graph, target, registered_tables(reg), reg.namespaces, passes=registered_passes())
+
+
+def _ort(model: Any, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def _to_torch(model: Any) -> Any:
+    import amanda_onnx
+    from amanda_torch.exporter import to_module
+
+    graph = amanda_onnx.load_model(model)
+    amanda_onnx.infer_types(graph)  # as the command line does before converting
+    result = _convert(graph, "amanda/pytorch")
+    return result, to_module(result.graph)
+
+
+def _close(a: Any, b: Any, tol: float = 1e-5) -> None:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    assert a.shape == b.shape
+    scale = max(float(np.abs(b).max()), 1.0)
+    assert float(np.abs(a - b).max()) <= tol * scale
+
+
+def test_torch_cond_becomes_onnx_if_and_comes_back_traceable():
+    import amanda_onnx
+    from amanda_torch.importer import load_model
+
+    model, (x,) = models.cond_module(0)
+    _, (other,) = models.cond_module(0, negative=True)
+    result = _convert(load_model(model, example_inputs=(x,)), "amanda/onnx/18")
+    assert any(p[1] == "torch-control-to-onnx" and "1 higher_order::cond converted" in p[2] for p in result.passes)
+    proto = amanda_onnx.to_model(result.graph)
+    onnx.checker.check_model(proto, full_check=True)
+    assert [n.op_type for n in proto.graph.node].count("If") == 1
+    with torch.no_grad():
+        for inp in (x, other):  # each takes a different branch
+            _close(_ort(proto, {"x": inp.numpy()})[0], model(inp).numpy())
+    back, module = _to_torch(proto)
+    assert any(op.type == "prim::If" for op in back.graph)
+    with torch.no_grad():
+        for inp in (x, other):
+            _close(module(inp).numpy(), model(inp).numpy())
+    program = torch.export.export(module, (x,))  # the If traces into torch.cond: both branches stay
+    with torch.no_grad():
+        _close(program.module()(other).numpy(), model(other).numpy())
+
+
+def _if_model(nested: bool) -> Any:
+    """``y = cond ? (relu(x) + x) : (relu(x) - x)``; nested: the then branch holds another If reading ``h``
+    (an outer value two levels up) on ``cond2``."""
+    x = helper.make_tensor_value_info("x", T.FLOAT, [2, 3])
+    c = helper.make_tensor_value_info("c", T.BOOL, [])
+    c2 = helper.make_tensor_value_info("c2", T.BOOL, [])
+    out = helper.make_tensor_value_info("y", T.FLOAT, [2, 3])
+    t_out = helper.make_tensor_value_info("t", T.FLOAT, [2, 3])
+    then_nodes = [helper.make_node("Add", ["h", "x"], ["t"])]
+    if nested:
+        inner_then = helper.make_graph([helper.make_node("Mul", ["h", "h"], ["it"])], "it", [],
+                                       [helper.make_tensor_value_info("it", T.FLOAT, [2, 3])])
+        inner_else = helper.make_graph([helper.make_node("Neg", ["h"], ["ie"])], "ie", [],
+                                       [helper.make_tensor_value_info("ie", T.FLOAT, [2, 3])])
+        then_nodes = [helper.make_node("If", ["c2"], ["inner"], then_branch=inner_then, else_branch=inner_else),
+                      helper.make_node("Add", ["inner", "x"], ["t"])]
+    then_g = helper.make_graph(then_nodes, "then", [], [t_out])
+    else_g = helper.make_graph([helper.make_node("Sub", ["h", "x"], ["e"])], "else", [],
+                               [helper.make_tensor_value_info("e", T.FLOAT, [2, 3])])
+    nodes = [helper.make_node("Relu", ["x"], ["h"]),
+             helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)]
+    graph = helper.make_graph(nodes, "g", [x, c] + ([c2] if nested else []), [out])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_onnx_if_reading_outer_values_becomes_prim_if(nested):
+    model = _if_model(nested)
+    result, module = _to_torch(model)
+    summary = next(s for _, name, s in result.passes_before if name == "onnx-control-to-torch")
+    assert summary.startswith(f"{2 if nested else 1} If converted"), summary
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    for c in (True, False):
+        for c2 in ((True, False) if nested else (None,)):
+            feeds = {"x": x, "c": np.array(c)} | ({"c2": np.array(c2)} if nested else {})
+            want = _ort(model, feeds)[0]
+            args = [torch.from_numpy(v) for v in feeds.values()]
+            with torch.no_grad():
+                np.testing.assert_array_equal(module(*args).numpy(), want)
+
+
+def _loop_model(with_trip_count: bool, reads_iteration: bool) -> Any:
+    """``y`` doubled plus ``x`` (an outer value) per iteration, while ``sum(y) < limit`` and (optionally) fewer
+    than ``n`` iterations; reading the iteration number adds it too."""
+    x = helper.make_tensor_value_info("x", T.FLOAT, [3])
+    n = helper.make_tensor_value_info("n", T.INT64, [])
+    limit = helper.make_tensor_value_info("limit", T.FLOAT, [])
+    y = helper.make_tensor_value_info("y", T.FLOAT, [3])
+    body_in = [helper.make_tensor_value_info("i", T.INT64, []), helper.make_tensor_value_info("c_in", T.BOOL, []),
+               helper.make_tensor_value_info("y_in", T.FLOAT, [3])]
+    body_out = [helper.make_tensor_value_info("c_out", T.BOOL, []),
+                helper.make_tensor_value_info("y_out", T.FLOAT, [3])]
+    nodes = [helper.make_node("Add", ["y_in", "y_in"], ["twice"]), helper.make_node("Add", ["twice", "x"], ["step"])]
+    if reads_iteration:
+        nodes += [helper.make_node("Cast", ["i"], ["i_f"], to=T.FLOAT), helper.make_node("Add", ["step", "i_f"],
+                                                                                          ["y_out"])]
+    else:
+        nodes += [helper.make_node("Identity", ["step"], ["y_out"])]
+    nodes += [helper.make_node("ReduceSum", ["y_out"], ["total"], keepdims=0),
+              helper.make_node("Less", ["total", "limit"], ["c_out"])]
+    body = helper.make_graph(nodes, "body", body_in, body_out)
+    outer = [helper.make_node("ReduceSum", ["x"], ["s0"], keepdims=0),
+             helper.make_node("Less", ["s0", "limit"], ["c0"]),
+             helper.make_node("Loop", ["n" if with_trip_count else "", "c0", "x"], ["y"], body=body)]
+    graph = helper.make_graph(outer, "g", [x, limit] + ([n] if with_trip_count else []), [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+@pytest.mark.parametrize("with_trip_count,reads_iteration", [(True, False), (False, True), (True, True)])
+def test_onnx_loop_becomes_prim_loop_and_runs_as_often(with_trip_count, reads_iteration):
+    model = _loop_model(with_trip_count, reads_iteration)
+    result, module = _to_torch(model)
+    assert any(op.type == "prim::Loop" for op in result.graph)
+    x = np.array([0.5, 1.0, 1.5], np.float32)
+    for limit, n in ((0.0, 5), (40.0, 5), (1e4, 3), (1e4, 40)):  # no, some, trip-count-bound and long loops
+        feeds = {"x": x, "limit": np.array(limit, np.float32)} | ({"n": np.array(n)} if with_trip_count else {})
+        want = _ort(model, feeds)[0]
+        with torch.no_grad():
+            got = module(*[torch.from_numpy(v) for v in feeds.values()]).numpy()
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_loop_with_scan_outputs_is_left_and_the_reason_given():
+    import amanda_onnx
+    from onnx.backend.test.loader import load_model_tests
+
+    case = next(c for c in load_model_tests(kind="node") if c.name == "test_loop11")
+    graph = amanda_onnx.load_model(case.model)
+    with pytest.raises(ConversionError, match=r"(?s)Loop"):
+        _convert(graph, "amanda/pytorch")
+    reg = registry()
+    result = convert(graph, "amanda/pytorch", registered_tables(reg), reg.namespaces, passes=registered_passes(),
+                     allow_partial=True)
+    summary = next(s for _, name, s in result.passes_before if name == "onnx-control-to-torch")
+    assert "scan outputs" in summary and "Loop" in summary
