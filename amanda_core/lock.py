@@ -105,7 +105,7 @@ def environment(registry: Any = None, tables: Sequence[Any] | None = None) -> di
     if registry is None:
         registry = manager.registry()
     if tables is None:
-        tables = registered_tables(registry)
+        tables = registered_tables(registry, strict=True)
     plugins = {i.name: {"distribution": i.distribution, "version": i.version} for i in manager.plugins()}
     ns = registry.namespaces
     families = {}

@@ -203,3 +203,26 @@ def test_a_type_inferer_of_the_wrong_kind_names_the_plugin():
     pm.register(Wrong(), "wrong-inferer")
     with pytest.raises(PluginError, match="wrong-inferer"):
         pm.registry()
+
+
+def test_a_plugin_with_a_broken_table_has_its_tables_left_out_and_says_why(tmp_path):
+    """A table that does not parse must not stop conversions that need none of its plugin's tables; the plugin's
+    other tables go too (a table in parts with a part missing would convert less than it says), a lock refuses."""
+    from amanda_core.errors import PluginError
+    from amanda_core.mapping.registry import broken_tables, registered_tables
+
+    good = tmp_path / "good.yaml"
+    good.write_text("table: {name: good, src: amanda/toy/1, dst: amanda/other/1, rules: {}}\n")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("table: {name: bad, src: amanda/toy/1, dst: amanda/other/1, rules: {r: {src: {}}}}\n")
+
+    class Registry:
+        tables = [(str(good), "fine-plugin"), (str(bad), "broken-plugin"), (str(good), "broken-plugin")]
+
+    reg = Registry()
+    assert [(t.name, t.plugin) for t in registered_tables(reg)] == [("good", "fine-plugin")]
+    (line,) = broken_tables(reg)
+    assert "plugin 'broken-plugin' registered a broken table, so its tables are left out" in line
+    assert "bad.yaml" in line and "rule 'r'" in line
+    with pytest.raises(PluginError, match="broken-plugin"):
+        registered_tables(reg, strict=True)

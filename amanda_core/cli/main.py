@@ -336,7 +336,14 @@ def _tables(args: argparse.Namespace, reg: Any) -> list[Any]:
         problems.extend(str(e) for e in errors)
     if problems:
         raise AmandaError(f"{len(problems)} problem(s) in the given table(s): " + "; ".join(problems))
-    return user + ([] if args.no_plugin_tables else registered_tables(reg))
+    if args.no_plugin_tables:
+        return user
+    from ..mapping import broken_tables
+
+    installed = registered_tables(reg)
+    for line in broken_tables(reg):
+        print(f"warning: {line}", file=sys.stderr)
+    return user + installed
 
 
 def _reachable(source: str, tables: Sequence[Any], reg: Any) -> list[str]:
@@ -702,14 +709,15 @@ def _find(graph: Graph, path: str) -> Any:
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
-    from ..mapping import check_table, registered_tables
+    from ..mapping import broken_tables, check_table, registered_tables
 
     reg = _registry()
     tables = registered_tables(reg)
+    broken = broken_tables(reg)
     rows = [{"name": t.name, "src": t.src, "dst": t.dst, "rules": len(t.rules), "plugin": t.plugin,
              "source": t.source, "carry": t.carry, "bidirectional": t.bidirectional, "ahead": t.ahead,
              "unused": __import__("amanda_core.cli.lock", fromlist=["_"]).unused_reason(reg, t)} for t in tables]
-    problems: list[str] = []
+    problems: list[str] = list(broken)
     notes: list[str] = []
     unchecked: list[str] = []
     if args.check:
@@ -739,6 +747,8 @@ def cmd_tables(args: argparse.Namespace) -> int:
         print(f"checked {len(rows)} table(s), {n_rules} rule(s) against the schemas of their namespaces (op "
               f"types, ports, attributes, expressions): {verdict}, {len(notes)} note(s){schemas}")
     else:
+        for line in broken:
+            print(f"error: {line}")
         if not rows:
             print("no mapping tables registered (no plugin registers any)")
         for r in rows:

@@ -6,7 +6,7 @@ derived reverse.  Loading happens once per registry, on first use.
 
 from __future__ import annotations
 
-__all__ = ["registered_tables", "unusable_reason"]
+__all__ = ["registered_tables", "broken_tables", "unusable_reason"]
 
 import os
 from typing import Any
@@ -15,50 +15,82 @@ from ..errors import NamespaceError, PluginError
 from .reverse import reverse_table
 from .table import MappingTable, TableError, load_table, merge_parts
 
-_CACHE: dict[int, tuple[Any, list[MappingTable]]] = {}
+_CACHE: dict[int, tuple[Any, list[MappingTable], list[str]]] = {}
 
 
-def registered_tables(registry: Any = None) -> list[MappingTable]:
-    """Every table the loaded plugins registered, in plugin order (reverses of bidirectional tables after them)."""
+def registered_tables(registry: Any = None, *, strict: bool = False) -> list[MappingTable]:
+    """Every table the loaded plugins registered, in plugin order (reverses of bidirectional tables after them).
+
+    A plugin that registered a broken table (one that does not parse, parts that disagree, a bidirectional table
+    that cannot be reversed) has *all* its tables left out, since a table in parts with one part missing would
+    convert less than it says; :func:`broken_tables` says why, and the command line warns.  Conversions that need
+    no table of that plugin go on.  With ``strict`` the first broken table raises :class:`PluginError` instead (a
+    lock must not record a set of tables with a hole in it)."""
     if registry is None:
         from ..plugin.manager import registry as current
 
         registry = current()
     cached = _CACHE.get(id(registry))
-    if cached is not None and cached[0] is registry:
-        return list(cached[1])
+    if cached is None or cached[0] is not registry:
+        cached = _gather(registry)
+        _CACHE.clear()
+        _CACHE[id(registry)] = cached
+    if strict and cached[2]:
+        raise PluginError(cached[2][0])
+    return list(cached[1])
+
+
+def broken_tables(registry: Any = None) -> list[str]:
+    """One line per plugin whose tables were left out by :func:`registered_tables`, naming the file and rule."""
+    if registry is None:
+        from ..plugin.manager import registry as current
+
+        registry = current()
+    registered_tables(registry)
+    return list(_CACHE[id(registry)][2])
+
+
+def _gather(registry: Any) -> tuple[Any, list[MappingTable], list[str]]:
     out: list[MappingTable] = []
     loaded: list[MappingTable] = []
+    problems: dict[str | None, str] = {}
     for item, plugin in registry.tables:
+        if plugin in problems:
+            continue
         if isinstance(item, MappingTable):
             table = item
         elif isinstance(item, (str, os.PathLike)):
             try:
                 table = load_table(item, trusted=True)
             except TableError as e:
-                raise PluginError(f"plugin {plugin!r} registered a broken table: {e}") from e
+                problems[plugin] = f"plugin {plugin!r} registered a broken table, so its tables are left out: {e}"
+                continue
         else:
-            raise PluginError(f"plugin {plugin!r} registered {item!r}, which is neither a MappingTable nor a path")
+            problems[plugin] = (f"plugin {plugin!r} registered {item!r}, which is neither a MappingTable nor a "
+                                "path, so its tables are left out")
+            continue
         table.plugin = table.plugin or plugin
         loaded.append(table)
     by_plugin: dict[str | None, list[MappingTable]] = {}
     for table in loaded:
-        by_plugin.setdefault(table.plugin, []).append(table)
+        if table.plugin not in problems:
+            by_plugin.setdefault(table.plugin, []).append(table)
     for plugin, tables in by_plugin.items():  # parts (part_of) of one plugin's tables become one table
         try:
             merged = merge_parts(tables)
+            mine = []
+            for table in merged:
+                mine.append(table)
+                if table.bidirectional:
+                    try:
+                        mine.append(reverse_table(table))
+                    except TableError as e:
+                        raise TableError(f"table {table.name!r} is bidirectional but {e}") from e
         except TableError as e:
-            raise PluginError(f"plugin {plugin!r} registered a broken table: {e}") from e
-        for table in merged:
-            out.append(table)
-            if table.bidirectional:
-                try:
-                    out.append(reverse_table(table))
-                except TableError as e:
-                    raise PluginError(f"plugin {plugin!r}: table {table.name!r} is bidirectional but {e}") from e
-    _CACHE.clear()
-    _CACHE[id(registry)] = (registry, out)
-    return list(out)
+            problems[plugin] = f"plugin {plugin!r} registered a broken table, so its tables are left out: {e}"
+            continue
+        out.extend(mine)
+    return registry, out, list(problems.values())
 
 
 def unusable_reason(table: MappingTable, namespaces: Any) -> str | None:
