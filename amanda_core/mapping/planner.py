@@ -339,9 +339,9 @@ def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry:
         total = sum(n for _, _, n, _ in left)
         lines = [f"{n} x {t} ({ns or 'no namespace'}), e.g. {', '.join(names)}" for t, ns, n, names in left]
         shown = " -> ".join([source] + [s.dst for s in chain]) if chain else source
-        early = [s.table.name for s in steps if s.ahead]
-        if early:
-            shown += f"; ahead of it: {', '.join(early)}"
+        ahead_names = [s.table.name for s in steps if s.ahead]
+        if ahead_names:
+            shown += f"; ahead of it: {', '.join(ahead_names)}"
         raise ConversionError(f"{total} op(s) of {len(left)} type(s) were not converted to {target_ns} (chain: "
                               f"{shown}); no rule maps them:\n  " + "\n  ".join(lines)
                               + "\n(--allow-partial keeps them as they are)", left)
