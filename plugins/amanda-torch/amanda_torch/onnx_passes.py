@@ -616,7 +616,7 @@ def _range(attrs: dict[str, Any], args: list[Any]) -> Any:
     s, lim, d = int(start), int(limit), int(delta)
     if d == 0:
         return None
-    n = max(math.ceil((lim - s) / d), 0)
+    n = max(-((s - lim) // d), 0)  # ceil((limit - start) / delta) in integers
     return (s + d * np.arange(n, dtype=np.int64)).astype(start.dtype)
 
 
@@ -676,11 +676,6 @@ _GELU_RULES = {("torch-to-onnx", "gelu_erf"): "none", ("torch-to-onnx", "gelu_ta
 def _scalar(port: Any) -> float | None:
     v = _const(port)
     return None if v is None or v.size != 1 or v.dtype.kind != "f" else float(v.reshape(-1)[0])
-
-
-def _other(op: Op, port: Any) -> Any:
-    """The other input of a binary op."""
-    return op.input_ports[1] if op.input_ports[0] is port else op.input_ports[0]
 
 
 def _gelu_input(half: Op) -> tuple[Any, str] | None:
