@@ -1,6 +1,7 @@
 """Per-op suite: torch's OpInfo database, each op exported alone, converted to ONNX by Amanda and by torch.onnx.
 
     .venv/bin/python bench/torch_opinfo.py [--samples 1] [--jobs 2] [--timeout 120] [--ops add,mul] [--json out.jsonl]
+                                           [--gaps] [--report out.jsonl]
 
 For every OpInfo of ``torch.testing._internal.common_methods_invocations.op_db`` that supports float32 on the CPU,
 the first ``--samples`` float32 CPU samples (seeded) each become a small module that calls the op on the sample's
@@ -9,8 +10,8 @@ and left out, as is a sample whose output holds no tensor or whose inputs or out
 ``torch.export``, and then, in the same run, on the same sample:
 
 * **amanda**: the ExportedProgram imported (``amanda_torch.importer.load_model``), converted to ``amanda/onnx/18``
-  with the registered tables, written (``amanda_onnx.to_model``), checked by ``onnx.checker`` and run in
-  onnxruntime;
+  with the registered tables and graph passes (as ``amanda convert`` does), written (``amanda_onnx.to_model``),
+  checked by ``onnx.checker`` and run in onnxruntime;
 * **torch.onnx**: ``torch.onnx.export(module, args, dynamo=True)`` on the same module and inputs, run in
   onnxruntime.
 
@@ -194,11 +195,13 @@ def amanda_onnx_model(program: Any) -> Any:
     import amanda_onnx
     from amanda_core.mapping import convert, registered_tables
     from amanda_core.plugin import registry
+    from amanda_core.plugin.passes import registered_passes
     from amanda_torch.importer import load_model
 
     graph = load_model(program)
     reg = registry()
-    converted = convert(graph, "amanda/onnx/18", registered_tables(reg), reg.namespaces).graph
+    converted = convert(graph, "amanda/onnx/18", registered_tables(reg), reg.namespaces,
+                        passes=registered_passes()).graph
     return amanda_onnx.to_model(converted)
 
 
@@ -219,7 +222,10 @@ def outcome(make: Any, args: tuple[Any, ...], want: list[Any]) -> tuple[str, str
         model = make()
     except Exception as e:  # noqa: BLE001 - any failure to convert is a refusal
         left = getattr(e, "unconverted", None)
-        detail = "no rule: " + ", ".join(t for t, _, _, _ in left) if left else _one_line(e)
+        # the op types left unconverted, the ATen overloads first (a literal prim::Constant is left over only
+        # because the op reading it was)
+        types = sorted((t for t, _, _, _ in left or ()), key=lambda t: (t.startswith("prim::"), t))
+        detail = "no rule: " + ", ".join(types) if types else _one_line(e)
         return "refused", detail, time.perf_counter() - t0
     seconds = time.perf_counter() - t0
     try:
@@ -462,7 +468,40 @@ def _refused_reason(detail: str, op: str) -> str:
     return detail[:120]
 
 
-def print_report(records: list[dict[str, Any]], which: tuple[str, ...], wall: float) -> None:
+def unmapped_overloads(detail: str) -> list[str]:
+    """The ATen (non-``prim::``) op types a refusal's detail names as left without a rule."""
+    if not detail.startswith("no rule: "):
+        return []
+    return [t for t in detail[len("no rule: "):].split(", ") if not t.startswith("prim::")]
+
+
+def print_gaps(records: list[dict[str, Any]]) -> None:
+    """Per op that torch.onnx passes and Amanda does not: Amanda's outcome and why (the unmapped ATen overloads
+    for a refusal); then the unmapped overloads by the number of such ops they block, and every refused op's
+    overloads."""
+    amanda = {(r["op"], r["sample"]): r for r in records if r["converter"] == "amanda"}
+    tonnx = {(r["op"], r["sample"]): r for r in records if r["converter"] == "torch.onnx"}
+    gaps = sorted(k for k, r in tonnx.items() if r["outcome"] == "pass"
+                  and k in amanda and amanda[k]["outcome"] != "pass")
+    blocking: collections.Counter[str] = collections.Counter()
+    print(f"gaps (torch.onnx passes, amanda does not): {len(gaps)}")
+    for key in gaps:
+        r = amanda[key]
+        names = unmapped_overloads(r["detail"])
+        blocking.update(names)
+        print(f"  {key[0]}[{key[1]}] {r['outcome']}: {', '.join(names) if names else r['detail']}")
+    print("unmapped ATen overloads behind the gaps (ops blocked):")
+    for name, n in blocking.most_common():
+        print(f"  {n:4d}  {name}")
+    refused = collections.Counter()
+    for r in amanda.values():
+        refused.update(unmapped_overloads(r["detail"]) if r["outcome"] == "refused" else [])
+    print("unmapped ATen overloads behind every amanda refusal (ops refused):")
+    for name, n in refused.most_common():
+        print(f"  {n:4d}  {name}")
+
+
+def print_report(records: list[dict[str, Any]], which: tuple[str, ...], wall: float, gaps: bool = False) -> None:
     s = summarize(records, which)
     skipped = collections.Counter(r["detail"] for r in records if r["outcome"] == "skip")
     print(f"OpInfo per-op suite: {len({r['op'] for r in records})} ops, "
@@ -489,6 +528,8 @@ def print_report(records: list[dict[str, Any]], which: tuple[str, ...], wall: fl
         only_t = sorted(t - a)
         print(f"passed by torch.onnx only: {len(only_t)}; by amanda only: {len(a - t)}")
         print("  " + " ".join(f"{op}[{k}]" for op, k in only_t))
+    if gaps and "amanda" in s:
+        print_gaps(records)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -500,7 +541,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stride", type=int, default=1, help="every n-th op of op_db only (a quicker, even subset)")
     ap.add_argument("--only", choices=["amanda", "torch.onnx"], help="run one converter")
     ap.add_argument("--json", help="write every record here (JSON lines)")
+    ap.add_argument("--gaps", action="store_true",
+                    help="list, per op torch.onnx passes and Amanda does not, why Amanda refused (the unmapped ATen "
+                         "overloads), and the unmapped overloads by how many ops they block")
+    ap.add_argument("--report", metavar="JSONL",
+                    help="print the report of a --json file of an earlier run instead of running")
     a = ap.parse_args(argv)
+    if a.report:
+        with open(a.report) as f:
+            old = [json.loads(line) for line in f if line.strip()]
+        convs = tuple(c for c in ("amanda", "torch.onnx") if any(r["converter"] == c for r in old))
+        old.sort(key=lambda r: (r["op"], r["sample"], r["converter"]))
+        print_report(old, convs, 0.0, gaps=a.gaps)
+        return 0
     which = (a.only,) if a.only else ("amanda", "torch.onnx")
     names = set(a.ops.split(",")) if a.ops else None
     labels = [op_label(i) for i in float32_ops(names) if i.name not in RANDOM_OPS][::max(1, a.stride)]
@@ -513,7 +566,7 @@ def main(argv: list[str] | None = None) -> int:
             sink.close()
     wall = time.perf_counter() - t0
     records.sort(key=lambda r: (r["op"], r["sample"], r["converter"]))
-    print_report(records, which, wall)
+    print_report(records, which, wall, gaps=a.gaps)
     return 0
 
 
