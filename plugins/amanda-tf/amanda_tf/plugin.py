@@ -104,11 +104,10 @@ def _keras_lstm(graph: Any) -> str:
 
 @hookimpl
 def amanda_graph_passes() -> list[GraphPass]:
-    """``keras-lstm``: ahead of ``tf-to-onnx`` (after the rule-less tables ``keras-rnn-to-onnx``/``-to-torch`` that
-    go ahead of the chain), each Keras LSTM loop becomes one ONNX ``LSTM`` (``docs/tensorflow.md``, "Recurrent
-    layers").  ``tf-layout``: after ``tf-to-onnx`` (channels-last ops written as ONNX ops between transposes),
-    cancel, fold and push the transposes so that few are left (``docs/tensorflow.md``, "Layout")."""
-    return [GraphPass(name="keras-lstm", tables=("keras-rnn-to-onnx", "keras-rnn-to-torch"), run=_keras_lstm,
+    """``keras-lstm``: before ``tf-to-onnx``, while the graph is all TensorFlow, each Keras LSTM loop becomes one
+    ONNX ``LSTM`` (``docs/tensorflow.md``, "Recurrent layers").  ``tf-layout``: after ``tf-to-onnx``
+    (channels-last ops written as ONNX ops between transposes), cancel, fold and push the transposes so that few are left (``docs/tensorflow.md``, "Layout")."""
+    return [GraphPass(name="keras-lstm", tables=("tf-to-onnx",), run=_keras_lstm, before=True,
                       description="recognises Keras LSTM loops (While over TensorLists) and writes ONNX LSTM ops"),
             GraphPass(name="tf-layout", tables=("tf-to-onnx",), run=_layout,
                       description="TF control flow as ONNX If/Loop, then removes the transposes the TF -> ONNX "

@@ -10,8 +10,8 @@ part of them (the gate arithmetic op by op, the activations, the weights being c
 over the sequence, every loop output accounted for) and replaces the loop and its list plumbing by ONNX ops:
 ``LSTM`` (weights permuted from Keras' gate order i, f, c, o to ONNX's i, o, f, c) and the ``Squeeze`` ops its
 outputs need.  A loop that does not match exactly is left as it is, so the conversion reports it as an op no rule
-maps.  The pass runs before the ``tf-to-onnx`` table (after the empty tables ``keras-rnn-to-onnx`` and
-``keras-rnn-to-torch``, which go ahead of the chain), while the graph is still all TensorFlow.
+maps.  The pass runs before the ``tf-to-onnx`` table (``GraphPass(before=True)``), while the graph is still all
+TensorFlow.
 """
 
 from __future__ import annotations

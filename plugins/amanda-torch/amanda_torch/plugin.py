@@ -113,9 +113,10 @@ def _control_to_torch(graph: Any) -> str:
 def amanda_graph_passes() -> list[GraphPass]:
     """Control flow (``docs/torch.md``, "Control flow"): ``torch-control-to-onnx`` after ``torch-to-onnx``
     (``torch.cond``, TorchScript ``If``/``Loop`` as ONNX ``If``/``Loop``) and ``onnx-control-to-torch`` before
-    ``onnx-to-torch`` (the other way). ``torch-onnx-fold`` after ``torch-to-onnx`` (batch norm and zero padding into convolutions, constant
-    subgraphs folded, Constant nodes as initializers) and ``torch-onnx-gelu`` after ``onnx-opset-19-to-20`` (the
-    GELU subgraphs of ``torch-to-onnx`` as ``Gelu``): ``docs/torch.md``, "What is folded"."""
+    ``onnx-to-torch`` (the other way).  ``torch-onnx-fold`` after ``torch-to-onnx`` (batch norm and zero padding
+    into convolutions, constant subgraphs folded, Constant nodes as initializers) and ``torch-onnx-gelu`` after
+    ``onnx-opset-19-to-20`` (the GELU subgraphs of ``torch-to-onnx`` as ``Gelu``): ``docs/torch.md``, "What is
+    folded"."""
     return [GraphPass(name="torch-control-to-onnx", tables=("torch-to-onnx",), run=_control_to_onnx,
                       description="torch.cond and TorchScript If/Loop as ONNX If/Loop, their branches reading "
                                   "outer values by name"),

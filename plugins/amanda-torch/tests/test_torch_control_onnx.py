@@ -160,8 +160,9 @@ def test_onnx_loop_becomes_prim_loop_and_runs_as_often(with_trip_count, reads_it
 
 
 def test_a_loop_with_scan_outputs_is_left_and_the_reason_given():
-    import amanda_onnx
     from onnx.backend.test.loader import load_model_tests
+
+    import amanda_onnx
 
     case = next(c for c in load_model_tests(kind="node") if c.name == "test_loop11")
     graph = amanda_onnx.load_model(case.model)
