@@ -106,7 +106,8 @@ def _keras_lstm(graph: Any) -> str:
 def amanda_graph_passes() -> list[GraphPass]:
     """``keras-lstm``: before ``tf-to-onnx``, while the graph is all TensorFlow, each Keras LSTM loop becomes one
     ONNX ``LSTM`` (``docs/tensorflow.md``, "Recurrent layers").  ``tf-layout``: after ``tf-to-onnx``
-    (channels-last ops written as ONNX ops between transposes), cancel, fold and push the transposes so that few are left (``docs/tensorflow.md``, "Layout")."""
+    (channels-last ops written as ONNX ops between transposes), cancel, fold and push the transposes so that few
+    are left (``docs/tensorflow.md``, "Layout")."""
     return [GraphPass(name="keras-lstm", tables=("tf-to-onnx",), run=_keras_lstm, before=True,
                       description="recognises Keras LSTM loops (While over TensorLists) and writes ONNX LSTM ops"),
             GraphPass(name="tf-layout", tables=("tf-to-onnx",), run=_layout,
