@@ -127,6 +127,7 @@ class Converter:
         self._schemas: dict[str, NamespaceSchema | None] = {}
         self.library = library_for(self.registry.type_systems)
         self._parse_cache: dict[tuple[str, str], Any] = {}
+        self._slot_systems: dict[tuple[Any, ...], str | None] = {}
         self._index_cache: dict[int, tuple[Graph, int, dict[str | None, list[Op]]]] = {}
 
     # -- schemas and dtypes
@@ -175,24 +176,32 @@ class Converter:
         op = port.op
         if op is not None:
             ns = op_namespace(op, inherited)
-            schema = self.schema(ns)
-            if schema is not None and op.type is not None:
-                s = schema.get(op.type)
-                if s is not None:
-                    kind = "in" if isinstance(port, InputPort) else "out"
-                    slots = s.input_ports if kind == "in" else s.output_ports
-                    slot = None
-                    for i, sl in enumerate(slots):
-                        if sl.accepts_name(port.name) or (sl.variadic and i <= _index(port)) or i == _index(port):
-                            slot = sl
-                            break
-                    if slot is not None and slot.type:
-                        ts, _local = self.registry.type_systems.resolve(slot.type, schema.default_type_system)
-                        if ts is not None and ts.name != "python":
-                            return ts.name
-            return self._namespace_dtype_system(ns)
+            key = (ns, op.type, port.__class__, port.name, _index(port))
+            found = self._slot_systems.get(key, _UNSET)
+            if found is _UNSET:
+                found = self._slot_systems[key] = self._op_port_system(op, port, ns)
+            return found  # type: ignore[return-value]
         g = port.owner
         return self._namespace_dtype_system(g.namespace if isinstance(g, Graph) else inherited)
+
+    def _op_port_system(self, op: Op, port: Port, ns: str | None) -> str | None:
+        """The type system of the schema slot a port of ``op`` fills, else of the op's namespace."""
+        schema = self.schema(ns)
+        if schema is not None and op.type is not None:
+            s = schema.get(op.type)
+            if s is not None:
+                kind = "in" if isinstance(port, InputPort) else "out"
+                slots = s.input_ports if kind == "in" else s.output_ports
+                slot = None
+                for i, sl in enumerate(slots):
+                    if sl.accepts_name(port.name) or (sl.variadic and i <= _index(port)) or i == _index(port):
+                        slot = sl
+                        break
+                if slot is not None and slot.type:
+                    ts, _local = self.registry.type_systems.resolve(slot.type, schema.default_type_system)
+                    if ts is not None and ts.name != "python":
+                        return ts.name
+        return self._namespace_dtype_system(ns)
 
     @lru_cache(maxsize=256)  # noqa: B019 - one converter per conversion
     def _namespace_dtype_system(self, namespace: str | None) -> str | None:
@@ -228,14 +237,25 @@ class Converter:
         family_same = same_family(src_ns, dst_ns)
         graphs = list(graphs_in(graph, None))
         changed_any = False
+        present: set[str | None] | None = None  # op types in any of the graphs, until a rule changes them
         for rule in rules:
             rr = RuleReport(table.name, rule.name)
-            if self.explain_rules and (rule.name in self.explain_rules
-                                       or f"{table.name}:{rule.name}" in self.explain_rules):
+            explained = bool(self.explain_rules) and (rule.name in self.explain_rules
+                                                      or f"{table.name}:{rule.name}" in self.explain_rules)
+            if explained:
                 rr.candidates = []
             report.rules.append(rr)
+            anchors = _anchor_types(rule)
+            if anchors is not None and not explained:
+                if present is None:
+                    present = set()
+                    for g, _ in graphs:
+                        present.update(self._types(g).keys())
+                if not anchors & present:
+                    continue  # no op of a type it starts from, in any graph: one set test instead of a walk
             if self._apply_rule(graphs, table, rule, src_spec, dst_ns, dst_schema, family_same, rr):
                 changed_any = True
+                present = None
                 if rule.dst.transform is not None or _may_nest(rule):
                     graphs = list(graphs_in(graph, None))  # a rewrite may have made or dropped nested graphs
         if changed_any and len(graphs) > 1:  # rewritten ops holding graphs may have moved namespace: walk again
@@ -533,6 +553,9 @@ def _select(rules: list[Rule], include: Sequence[str], exclude: Sequence[str]) -
             continue
         out.append(r)
     return out
+
+
+_UNSET = object()
 
 
 def _index(port: Port) -> int:

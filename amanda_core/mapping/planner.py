@@ -26,7 +26,7 @@ import attrs
 
 from ..errors import AmandaError, NamespaceError
 from ..ir.graph import Graph, Op
-from ..namespace.names import is_within, parse_namespace, parse_spec
+from ..namespace.names import is_within, parse_namespace, parse_spec, spec_matches
 from ..namespace.registry import NamespaceRegistry
 from .engine import ApplyReport, Converter, graphs_in, op_namespace
 from .table import MappingTable
@@ -113,9 +113,9 @@ class Conversion:
 
 
 def _leads_to(table: MappingTable, target: str, registry: NamespaceRegistry) -> str | None:
-    dst = parse_spec(table.dst)
-    if dst.matches(target):
+    if spec_matches(table.dst, target):
         return target
+    dst = parse_spec(table.dst)
     try:
         return registry.resolve(table.dst)
     except NamespaceError:
@@ -135,7 +135,7 @@ def plan(source: str, target: str, tables: Sequence[MappingTable], registry: Nam
         here = queue.popleft()
         candidates: dict[str, list[MappingTable]] = {}
         for table in ordered:
-            if table.ahead or not parse_spec(table.src).matches(here):
+            if table.ahead or not spec_matches(table.src, here):
                 continue  # (a table that goes ahead converts some ops only: never a step of a chain)
             nxt = _leads_to(table, target, registry)
             if nxt is None or nxt in prev:
@@ -395,17 +395,11 @@ def _foreign_steps(graph: Graph, source: str, target: str, tables: Sequence[Mapp
 
 
 def _writes(table: MappingTable, namespace: str) -> bool:
-    try:
-        return parse_spec(table.dst).matches(namespace)
-    except NamespaceError:
-        return False
+    return spec_matches(table.dst, namespace)
 
 
 def _reads(table: MappingTable, namespace: str) -> bool:
-    try:
-        return parse_spec(table.src).matches(namespace)
-    except NamespaceError:
-        return False
+    return spec_matches(table.src, namespace)
 
 
 def interpret(op: Op, target: str, tables: Sequence[MappingTable], registry: NamespaceRegistry | None = None,

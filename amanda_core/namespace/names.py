@@ -21,8 +21,8 @@ a bare family (``amanda/onnx``) matches every version.  Versions compare by PEP
 
 from __future__ import annotations
 
-__all__ = ["NamespaceName", "NamespaceSpec", "parse_namespace", "parse_spec", "is_within", "normalize_version",
-           "version_key"]
+__all__ = ["NamespaceName", "NamespaceSpec", "parse_namespace", "parse_spec", "spec_matches", "is_within",
+           "normalize_version", "version_key"]
 
 import re
 from functools import lru_cache
@@ -126,6 +126,16 @@ class NamespaceSpec:
         """The newest of ``versions`` this spec admits, or None."""
         ok = [v for v in versions if self.matches_version(v)]
         return max(ok, key=version_key) if ok else None
+
+
+@lru_cache(maxsize=16384)
+def spec_matches(spec: str, namespace: str) -> bool:
+    """``parse_spec(spec).matches(namespace)``, remembered (the planner asks it of every table at every step);
+    False when either does not parse."""
+    try:
+        return parse_spec(spec).matches(namespace)
+    except NamespaceError:
+        return False
 
 
 @lru_cache(maxsize=4096)
