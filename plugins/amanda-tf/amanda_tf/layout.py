@@ -148,6 +148,59 @@ class _Pass:
         self.drop_if_unused(prev)
         return True
 
+    def merge_siblings(self, t: Op) -> bool:
+        """Other ``Transpose`` ops of the same permutation reading what ``t`` reads become ``t``."""
+        src = t.input_ports[0].source
+        if src is None:
+            return False
+        perm = list(t.attrs["perm"])
+        twins = [c.op for c in src.consumers
+                 if c.op is not None and c.op is not t and c.op.type == "Transpose"
+                 and c.op.graph is self.g and list(c.op.attrs["perm"]) == perm]
+        for o in twins:
+            self.g.replace_all_uses(o.output_ports[0], t.output_ports[0])
+            self.g.remove_op(o)
+            self.report.count("merged")
+        return bool(twins)
+
+    def merge_concat(self, op: Op) -> bool:
+        """A ``Concat`` whose input is another ``Concat`` on the same axis read by nothing else takes that
+        one's inputs in its place (Keras' nested ``concatenate`` layers: InceptionV3's mixed9 and mixed10)."""
+        rank = _rank(op.output_ports[0].dtype)
+        axis = int(op.attrs.get("axis", 0))
+
+        def same_axis(inner: Op) -> bool:
+            a = int(inner.attrs.get("axis", 0))
+            if a == axis:
+                return True
+            return rank is not None and a % rank == axis % rank
+
+        sources: list[Any] = []
+        merged: list[Op] = []
+        for p in op.input_ports:
+            inner = _producer(p)
+            if (inner is not None and inner.type == "Concat" and inner.graph is self.g and same_axis(inner)
+                    and len(inner.output_ports[0].consumers) == 1 and not inner.has_control_inputs()
+                    and not inner.control_outputs):
+                sources.extend(q.source for q in inner.input_ports)
+                merged.append(inner)
+            else:
+                sources.append(p.source)
+        if not merged or any(s is None for s in sources) or op.has_control_inputs() or op.control_outputs:
+            return False
+        new = self.g.add_op("Concat", self.g.unique_name(op.name + "/merged"),
+                            inputs=[f"inputs_{i}" for i in range(len(sources))], outputs=["concat_result"],
+                            attrs=dict(op.attrs), namespace=op.namespace, sources=sources)
+        new.output_ports[0].dtype = op.output_ports[0].dtype
+        self.g.replace_all_uses(op.output_ports[0], new.output_ports[0])
+        name = op.name
+        self.g.remove_op(op)
+        for inner in merged:
+            self.g.remove_op(inner)
+            self.report.count("concats merged")
+        self.g.rename_op(new, name)
+        return True
+
     def fold_const(self, t: Op) -> bool:
         value = _const(t.input_ports[0])
         if value is None:
@@ -480,7 +533,10 @@ class _Pass:
                 if op.graph is not self.g:
                     continue
                 if op.type == "Transpose":
-                    done = self.compose(op) or self.fold_const(op) or self.push(op)
+                    done = (self.compose(op) or self.merge_siblings(op) or self.fold_const(op)
+                            or self.push(op))
+                elif op.type == "Concat":
+                    done = self.merge_concat(op)
                 elif op.type == "Pad":
                     done = self.fold(op) or self.fuse_pad(op)
                 elif op.type == "MatMul":

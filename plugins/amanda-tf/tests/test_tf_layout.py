@@ -189,3 +189,40 @@ def test_reshape_and_squeeze_see_through_transposes(onnx_registry) -> None:
         _close(got, ref)
     # the input's transpose, and one before the softmax of the [N, 8, 6] output (NCW -> NWC), nothing more
     assert count_transposes(graph) == 2, report.summary()
+
+
+def test_nested_concatenations_merge(onnx_registry) -> None:
+    """Concatenations feeding only a concatenation on the same axis (InceptionV3's mixed9/mixed10, nested here
+    two deep and with a negative axis) become one ``Concat``; transposes of one input by the same permutation
+    (the graph input read by three convolutions) become one."""
+    import keras
+    from keras import layers
+
+    keras.utils.set_random_seed(2)
+    x = inp = keras.Input((9, 9, 3), name="image")
+    a = layers.Conv2D(4, 1, activation="relu")(x)
+    b = layers.Conv2D(3, 3, padding="same")(x)
+    inner = layers.concatenate([layers.Conv2D(2, (1, 3), padding="same")(a),
+                                layers.Conv2D(2, (3, 1), padding="same")(a)], axis=3)
+    inner2 = layers.concatenate([b, layers.Conv2D(1, 1)(x)], axis=-1)
+    x = layers.concatenate([a, inner, inner2], axis=3)
+    x = layers.concatenate([x, layers.MaxPooling2D(3, 1, padding="same")(b)])
+    shared = layers.concatenate([a, b])  # read twice: stays
+    y = layers.Add()([layers.Conv2D(7, 1)(shared), layers.Conv2D(7, 3, padding="same")(shared)])
+    x = layers.concatenate([layers.Conv2D(5, 1)(x), y])
+    out = layers.Dense(3, name="logits")(layers.GlobalAveragePooling2D()(x))
+    model = keras.Model(inp, out)
+
+    from amanda_tf.importer import load_model
+
+    graph, report = to_onnx(load_model(model), onnx_registry)
+    types = collections.Counter(op.type for op in graph if op.type not in ("Initializer", "Constant"))
+    assert types["Concat"] == 3, (types, report.summary())
+    assert report.rewrites.get("concats merged") == 3, report.summary()
+    assert count_transposes(graph) == 1, report.summary()
+    (merged,) = [op for op in graph if op.type == "Concat" and len(op.input_ports) == 6]
+    assert merged.attrs["axis"] == 1
+    for batch in (1, 2):
+        x = np.random.default_rng(batch).standard_normal((batch, 9, 9, 3)).astype(np.float32)
+        (got,) = _run(graph, {"image": x})
+        _close(got, model(x).numpy())
