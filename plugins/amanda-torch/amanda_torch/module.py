@@ -51,9 +51,9 @@ def build_module(program: Program, *, copy: bool = False, tuple_output: bool = F
     import torch
     import torch.fx
 
-    gm = torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph(), class_name="AmandaModule")
+    holder = torch.nn.Module()  # what the module holds, in the program's order
     for attr in program.attrs:
-        install_tensor(gm, attr, to_torch(attr.value, copy=copy))
+        install_tensor(holder, attr, to_torch(attr.value, copy=copy))
     g = torch.fx.Graph()
     env: dict[str, Any] = {}
     attrs = {a.ref.name: a for a in program.attrs}
@@ -66,7 +66,7 @@ def build_module(program: Program, *, copy: bool = False, tuple_output: bool = F
                 node = env[value.name] = g.create_node("get_attr", attr.target, name=value.name)
             return node
         if isinstance(value, Sub):
-            gm.add_module(value.name, build_module(value.program, copy=copy, tuple_output=value.tuple_output))
+            holder.add_module(value.name, build_module(value.program, copy=copy, tuple_output=value.tuple_output))
             return g.create_node("get_attr", value.name, name=value.name)
         if isinstance(value, list):
             return [resolve(v) for v in value]
@@ -82,7 +82,21 @@ def build_module(program: Program, *, copy: bool = False, tuple_output: bool = F
         env[call.ref.name] = g.create_node("call_function", call.fn, args, kwargs, name=call.ref.name)
     outs = [resolve(v) for _, v, _ in program.outputs]
     g.output(outs[0] if len(outs) == 1 and not tuple_output else tuple(outs))
-    gm.graph = g
+    # one compile: the GraphModule is made with its graph; it copies only what the graph reads (a tensor that is
+    # no parameter as a persistent buffer), so it then holds exactly what ``holder`` holds, in the same order:
+    # parameters, buffers (persistent or not), submodules, and plain tensor attributes
+    gm = torch.fx.GraphModule(holder, g, class_name="AmandaModule")
+    for name in list(gm._buffers):
+        del gm._buffers[name]
+    gm._parameters.clear()
+    gm._modules.clear()
+    gm._parameters.update(holder._parameters)
+    gm._buffers.update(holder._buffers)
+    gm._non_persistent_buffers_set.update(holder._non_persistent_buffers_set)
+    gm._modules.update(holder._modules)
+    for attr in program.attrs:
+        if attr.kind == "constant" and "." not in attr.target:
+            gm.__dict__[attr.target] = holder.__dict__[attr.target]
     gm.meta["amanda_inputs"] = [name for name, _, _ in program.inputs]
     gm.meta["amanda_outputs"] = [name for name, _, _ in program.outputs]
     return gm

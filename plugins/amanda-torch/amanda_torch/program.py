@@ -138,15 +138,36 @@ def _port_names(args: Any, prefix: str) -> dict[str, int]:
     return out
 
 
+_OVERLOADS: dict[Any, _Overload] = {}
+
+
 def _overload(fn: Any) -> _Overload:
-    schema = parse_function_schema(str(fn._schema))
-    return _Overload(fn, schema.qualified_name if schema.overload else f"{schema.name}.default", schema,
-                     _port_names(schema.args, "in"), _port_names(schema.returns, "out"))
+    """The parsed schema of an ``OpOverload`` (parsed once per overload: torch's overload objects live as long
+    as the process)."""
+    found = _OVERLOADS.get(fn)
+    if found is None:
+        schema = parse_function_schema(str(fn._schema))
+        found = _OVERLOADS[fn] = _Overload(
+            fn, schema.qualified_name if schema.overload else f"{schema.name}.default", schema,
+            _port_names(schema.args, "in"), _port_names(schema.returns, "out"))
+    return found
+
+
+_RESOLVED: dict[str, tuple[Any, ...]] = {}
 
 
 def resolve_overload(op_type: str) -> list[Any]:
     """The torch callables an op type names: one ``OpOverload`` for ``aten::conv2d.default``, every overload of
     a bare name (``aten::add``); empty when torch has no such operator."""
+    found = _RESOLVED.get(op_type)
+    if found is None:
+        found = tuple(_resolve_overload(op_type))
+        if found:  # a miss is not kept: an operator may be registered later (torch.library)
+            _RESOLVED[op_type] = found
+    return list(found)
+
+
+def _resolve_overload(op_type: str) -> list[Any]:
     import torch
 
     if "::" not in op_type:
