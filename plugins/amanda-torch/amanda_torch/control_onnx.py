@@ -297,6 +297,8 @@ def torch_control_to_onnx(graph: Graph) -> ControlReport:
 
 
 TORCH_CONTROL = ("higher_order::cond", "prim::If", "higher_order::while_loop", "prim::Loop")
+SCRIPT_NUMBERS = {"int": "tensor(int64)[]", "float": "tensor(double)[]", "bool": "tensor(bool)[]"}
+"""TorchScript's Python numbers as ONNX values (``tables/torch_to_onnx_script.yaml``): 0-d int64, float64, bool."""
 
 
 class _Types:
@@ -308,10 +310,13 @@ class _Types:
 
         systems = registry().namespaces.type_systems
         self.src, self.dst = systems.get(src), systems.get(dst)
+        self.dst_family = dst
 
     def __call__(self, text: Any) -> Any:
         if text is None or self.dst is None:
             return None
+        if self.dst_family == "onnx" and str(text) in SCRIPT_NUMBERS:
+            return SCRIPT_NUMBERS[str(text)]  # a TorchScript number: the 0-d tensor the tables make of it
         try:
             if self.dst.tensor_type(text) is not None:
                 return text

@@ -114,7 +114,13 @@ def load_model(source: Any, *, inputs: Any = None, outputs: Sequence[Any] | None
     if isinstance(source, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
         from .torchscript import import_script
 
-        return import_script(source, freeze=freeze, where=where, output_names=outputs)
+        graph = import_script(source, freeze=freeze, where=where, output_names=outputs)
+        given = example_inputs if example_inputs is not None else inputs
+        if isinstance(given, (tuple, list)) and not _is_spec_list(given):
+            from .script_types import type_script_graph
+
+            type_script_graph(graph, tuple(given))  # TorchScript says "Tensor": the examples say what it holds
+        return graph
     if isinstance(source, torch.export.ExportedProgram):
         return _import_program(source, None, outputs, where)
     if isinstance(source, torch.nn.Module):
