@@ -60,7 +60,7 @@ class FoldReport:
 
     def summary(self) -> str:
         done = ", ".join(f"{k} {v}" for k, v in sorted(self.rewrites.items()))
-        return f"{self.name}: nodes {self.nodes_before} -> {self.nodes_after} ({done or 'no rewrites'})"
+        return f"nodes {self.nodes_before} -> {self.nodes_after} ({done or 'no rewrites'})"
 
 
 def _graphs(graph: Graph) -> list[Graph]:
