@@ -27,9 +27,9 @@ def _counts(model: Any) -> tuple[int, int]:
 
 
 def bench(name: str, repeat: int) -> dict[str, Any]:
-    import models  # plugins/amanda-tf/tests/models.py
     import tensorflow as tf
     import tf2onnx
+    import tf_models as models  # plugins/amanda-tf/tests/tf_models.py
 
     import amanda_onnx
     from amanda_core.plugin import registry

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from models import FUNCTIONS
+from tf_models import FUNCTIONS
 
 TOL = 1e-5
 

@@ -9,28 +9,14 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
+import tf_models as models  # noqa: E402 - the factories beside this file (tf_models: a name no other test folder uses)
+
 from amanda_core.errors import AmandaError  # noqa: E402
 from amanda_core.ir.graph import Graph  # noqa: E402
 from amanda_tf.exporter import save_model  # noqa: E402
 from amanda_tf.importer import load_model  # noqa: E402
 from amanda_tf.runner import run  # noqa: E402
 
-
-def _models():
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    name = "amanda_tf_test_models"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("models.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-models = _models()
 SLOW = pytest.mark.skipif(not os.environ.get("AMANDA_TF_SLOW"), reason="large Keras model: set AMANDA_TF_SLOW=1")
 
 

@@ -8,28 +8,12 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
+import tf_models as models  # noqa: E402 - the factories beside this file (tf_models: a name no other test folder uses)
+
 from amanda_core.ir.graph import Graph  # noqa: E402
 from amanda_core.namespace import validate  # noqa: E402
 from amanda_tf.importer import is_tf_program, load_model  # noqa: E402
 from amanda_tf.runner import run  # noqa: E402
-
-
-def _models():
-    """``models.py`` beside this file, under a name no other test directory's ``models`` takes."""
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    name = "amanda_tf_test_models"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("models.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-models = _models()
 
 
 def _mlp():
