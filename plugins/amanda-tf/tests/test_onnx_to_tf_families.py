@@ -26,7 +26,8 @@ BENCH = Path(__file__).resolve().parents[3] / "bench" / "onnx_node_suite_tf.py"
 
 MODULES = ["selu", "thresholdedrelu", "shrink", "hardmax", "lpnormalization", "scatterelements", "scatternd",
            "trilu", "resize", "depthtospace", "spacetodepth", "eyelike", "compress", "nonzero",
-           "meanvariancenormalization", "lrn", "lppool", "center_crop_pad", "det", "reducel2"]
+           "meanvariancenormalization", "lrn", "lppool", "center_crop_pad", "det", "reducel2",
+           "convtranspose", "batch_normalization", "stringnormalizer"]
 """Modules generated whole (their every case is checked never to be wrong)."""
 
 CONVERTS = [
@@ -51,10 +52,15 @@ CONVERTS = [
     "test_lppool_2d_dilations", "test_lppool_1d_default", "test_lppool_2d_same_lower",
     # reductions over an empty run-time axes list
     "test_reduce_l2_default_axes_keepdims_example",
+    # ConvTranspose through the stride-spread input
+    "test_convtranspose_1d", "test_convtranspose_group_2", "test_convtranspose_dilations",
+    "test_convtranspose_autopad_same", "test_convtranspose_output_shape",
+    # training-mode batch norm, strings
+    "test_batchnorm_example_training_mode", "test_strnormalizer_nostopwords_nochangecase",
 ]
 """Cases the tables convert (each must convert and pass)."""
 
-REFUSED = ["test_resize_downsample_scales_linear", "test_resize_tf_crop_and_resize",
+REFUSED = ["test_convtranspose_3d", "test_resize_downsample_scales_linear", "test_resize_tf_crop_and_resize",
            "test_scatter_elements_with_reduction_mul", "test_scatternd_multiply",
            "test_resize_upsample_sizes_nearest_not_larger"]
 """Cases no rule converts exactly (run-time scales of a Resize: the coordinates depend on the value, not only on
