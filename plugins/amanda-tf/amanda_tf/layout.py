@@ -420,8 +420,8 @@ class _Pass:
         if bport is not None and bport.source is not None and b is None:
             return False
         b = np.zeros((cout,), w.dtype) if b is None else b
-        if op.type == "Mul":
-            w2, b2 = w * vec.reshape((cout,) + (1,) * (rank - 1)), b * vec
+        if op.type == "Mul":  # one pass over the weights, written in C order (the filter is often a transposed view)
+            w2, b2 = np.multiply(w, vec.reshape((cout,) + (1,) * (rank - 1)), order="C"), b * vec
         elif op.type == "Add":
             w2, b2 = w, b + vec
         else:
@@ -659,11 +659,20 @@ def to_onnx(graph: Graph, registry: Any = None, *, target: str = "amanda/onnx/18
         return reports[-1].summary()
 
     conversion = convert(graph, target, tables, namespaces, allow_partial=allow_partial,
-                         passes=[GraphPass(name="tf-layout", tables=("tf-to-onnx",), run=after_table)])
+                         passes=[GraphPass(name="tf-fold-constants", tables=("tf-to-onnx",), run=fold_summary,
+                                           before=True),
+                                 GraphPass(name="tf-layout", tables=("tf-to-onnx",), run=after_table)])
     return conversion.graph, (reports[-1] if reports else None)
 
 
 _TABLES: list[Any] = []
+
+
+def fold_summary(graph: Graph) -> str:
+    """The ``tf-fold-constants`` pass (before ``tf-to-onnx``): :func:`amanda_tf.fold.fold_constants`."""
+    from .fold import fold_constants
+
+    return f"{fold_constants(graph)} op(s) computing from constants alone folded"
 
 
 def tf_to_onnx_tables() -> list[Any]:

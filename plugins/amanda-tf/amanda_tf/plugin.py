@@ -96,6 +96,12 @@ def _layout(graph: Any) -> str:
     return optimize(graph).summary()
 
 
+def _fold(graph: Any) -> str:
+    from .layout import fold_summary
+
+    return fold_summary(graph)
+
+
 def _keras_lstm(graph: Any) -> str:
     from .rnn import run_pass
 
@@ -110,6 +116,9 @@ def amanda_graph_passes() -> list[GraphPass]:
     are left (``docs/tensorflow.md``, "Layout")."""
     return [GraphPass(name="keras-lstm", tables=("tf-to-onnx",), run=_keras_lstm, before=True,
                       description="recognises Keras LSTM loops (While over TensorLists) and writes ONNX LSTM ops"),
+            GraphPass(name="tf-fold-constants", tables=("tf-to-onnx",), run=_fold, before=True,
+                      description="folds the ops that compute from constants alone (Keras' frozen batch norm "
+                                  "statistics, reshaped biases) into Const ops"),
             GraphPass(name="tf-layout", tables=("tf-to-onnx",), run=_layout,
                       description="TF control flow as ONNX If/Loop, then removes the transposes the TF -> ONNX "
                                   "table leaves around channels-last ops"),
