@@ -469,8 +469,8 @@ def _loop_to_onnx(g: Graph, op: Op, onnx_ns: str, taken: set[str], types: _Types
     if any(s is None for s in carried) or c_src is None:
         return "a carried value or its start condition is fed by nothing"
     m_const = _constant_of(m_src)
-    if m_const is None:
-        return "its trip count is not a constant"
+    if m_const is None and not _runtime_int(m_src, onnx_ns):
+        return "its trip count is computed by an op no rule converted"
     c_const = _constant_of(c_src)
     _outer(body, captured, taken, types,  # type: ignore[arg-type]
            skip=("iteration",) + tuple(f"carried_{i}" for i in range(n)))
@@ -494,7 +494,9 @@ def _loop_to_onnx(g: Graph, op: Op, onnx_ns: str, taken: set[str], types: _Types
     body.attrs.setdefault("name", f"{op.name}_body")
     name, meta, outs = _replace(g, op)
     _drop_if_unread(g, m_src)
-    if isinstance(m_const, bool) or int(m_const) >= INT64_MAX:
+    if m_const is None:
+        m_in: OutputPort | None = m_src  # computed at run time (range(n)): an int64 0-d tensor, as ONNX wants
+    elif isinstance(m_const, bool) or int(m_const) >= INT64_MAX:
         m_in = None
     else:
         m_in = _onnx_constant(g, f"{name}_M", np.array(int(m_const), np.int64), onnx_ns)
@@ -512,6 +514,18 @@ def _loop_to_onnx(g: Graph, op: Op, onnx_ns: str, taken: set[str], types: _Types
     _reconnect(g, new, outs)
     _control_edges(g, new, [s for s in captured.values() if s is not None])
     return None
+
+
+def _runtime_int(src: OutputPort | None, onnx_ns: str) -> bool:
+    """Whether ``src`` is a Python int computed at run time that is an ONNX value now (a 0-d int64 tensor,
+    ``tables/torch_to_onnx_script.yaml``): made by an ONNX op, or an input of the graph or block."""
+    if src is None:
+        return False
+    text = str(src.dtype) if src.dtype is not None else ""
+    if src.op is None:
+        return text in ("int", SCRIPT_NUMBERS["int"])
+    ns = src.op.namespace or ""
+    return (ns == onnx_ns or ns.startswith(ONNX_FAMILY)) and text == SCRIPT_NUMBERS["int"]
 
 
 def _drop_if_unread(g: Graph, src: OutputPort | None) -> None:

@@ -173,3 +173,123 @@ def test_a_loop_with_scan_outputs_is_left_and_the_reason_given():
                      allow_partial=True)
     summary = next(s for _, name, s in result.passes_before if name == "onnx-control-to-torch")
     assert "scan outputs" in summary and "Loop" in summary
+
+
+# --------------------------------------------------------------------------- TorchScript: numbers, If and Loop
+
+
+class _WhileTensor(torch.nn.Module):
+    """A ``while`` on a tensor condition (no trip count): grows ``x`` until its largest element reaches 4."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        while x.max() < 4.0:
+            x = x + x.abs() * 0.5 + 0.125
+        return x
+
+
+class _ForRange(torch.nn.Module):
+    """``for i in range(n)``, ``n = int(k.sum())`` read from an integer tensor (negative: no iteration); the
+    iteration number enters the arithmetic as a float."""
+
+    def forward(self, x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        n = int(k.sum())
+        for i in range(n):
+            x = x * 0.5 + float(i)
+        return x
+
+
+class _IfTensor(torch.nn.Module):
+    """An ``if`` on a tensor comparison whose branches also choose a Python int the result is scaled by."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.sum() > 0:
+            s = 3
+            y = x * 2.0
+        else:
+            s = -1
+            y = x - 1.0
+        return y * s
+
+
+class _FloatToInt(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * int(x.sum())
+
+
+def _script_to_onnx(module: Any, example: tuple[Any, ...]) -> tuple[Any, Any]:
+    import amanda_onnx
+    from amanda_torch.importer import load_model
+
+    result = _convert(load_model(module, example_inputs=example), "amanda/onnx/18")
+    proto = amanda_onnx.to_model(result.graph)
+    onnx.checker.check_model(proto, full_check=True)
+    return result, proto
+
+
+def _loop_steps(model: Any, x: Any) -> int:
+    """How often :class:`models.LoopModule`'s loop runs on ``x`` (its own logic, in Python)."""
+    steps = 0
+    with torch.no_grad():
+        while bool(torch.linalg.vector_norm(x) < model.limit) and steps < 16:
+            x = x * 2.0 + model.bias
+            steps += 1
+    return steps
+
+
+def test_scripted_loop_becomes_onnx_loop_and_comes_back():
+    model, (x,) = models.scripted_loop()
+    result, proto = _script_to_onnx(model, (x,))
+    assert any(p[1] == "torch-control-to-onnx" and "1 prim::Loop converted" in p[2] for p in result.passes)
+    ops = [n.op_type for n in proto.graph.node]
+    assert ops.count("Loop") == 1 and "If" not in ops  # the loop's first test needs no If outside the Loop
+    body = next(n for n in proto.graph.node if n.op_type == "Loop").attribute[0].g
+    assert "If" in [n.op_type for n in body.node]  # `... and steps < 16` short-circuits: an If in the body
+    with torch.no_grad():
+        bias = model.bias.detach()
+    inputs = [models.scripted_loop(scale=1e3)[1][0], models.scripted_loop(scale=0.5)[1][0],
+              -bias.expand(2, 8).clone()]  # x + bias = 0: x stays -bias, the norm small: the 16-step cap ends it
+    assert [_loop_steps(model, v) for v in inputs] == [0, 6, 16]
+    with torch.no_grad():
+        wants = [model(v).numpy() for v in inputs]
+    for v, want in zip(inputs, wants):
+        _close(_ort(proto, {"x": v.numpy()})[0], want)
+    back, module = _to_torch(proto)
+    assert any(op.type == "prim::Loop" for op in back.graph)
+    with torch.no_grad():
+        for v, want in zip(inputs, wants):
+            _close(module(v).numpy(), want)
+
+
+@pytest.mark.parametrize("kind", ["while", "for", "if"])
+def test_small_scripted_modules_convert_to_onnx_and_back(kind):
+    gen = torch.Generator().manual_seed(3)
+    x3 = torch.randn(2, 3, generator=gen)
+    module, cases, control = {
+        "while": (_WhileTensor(), [(x3,), (torch.full((2, 3), 5.0),), (x3 * 1e-3,)], "Loop"),
+        "for": (_ForRange(), [(x3[0], torch.tensor([2, 1])), (x3[0], torch.tensor([-4, 1])),
+                              (x3[0], torch.tensor([0, 0]))], "Loop"),
+        "if": (_IfTensor(), [(x3.abs(),), (-x3.abs(),)], "If"),
+    }[kind]
+    scripted = torch.jit.script(module.eval())
+    result, proto = _script_to_onnx(scripted, cases[0])
+    assert [n.op_type for n in proto.graph.node].count(control) == 1
+    names = [i.name for i in proto.graph.input]
+    back, converted = _to_torch(proto)
+    assert any(op.type == f"prim::{control}" for op in back.graph)
+    for case in cases:  # no iteration, some, many; each branch
+        with torch.no_grad():
+            want = scripted(*case).numpy()
+            got = converted(*case).numpy()
+        _close(_ort(proto, dict(zip(names, [c.numpy() for c in case])))[0], want)
+        _close(got, want)
+
+
+def test_script_numbers_that_cannot_be_exact_are_refused_by_name():
+    from amanda_torch.importer import load_model
+
+    x = torch.randn(2, 3)
+    with pytest.raises(ConversionError, match=r"aten::Int\.Tensor"):  # int() of a float: torch raises on NaN
+        _convert(load_model(torch.jit.script(_FloatToInt()), example_inputs=(x,)), "amanda/onnx/18")
+    model, (x,) = models.scripted_loop()
+    with pytest.raises(ConversionError, match=r"aten::mul\.Scalar"):  # no example inputs: no element types
+        _convert(load_model(model), "amanda/onnx/18")
