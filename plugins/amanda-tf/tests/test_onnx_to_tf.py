@@ -44,11 +44,11 @@ CONVERTS = ["test_add", "test_add_bcast", "test_sub", "test_mul_bcast", "test_di
             "test_conv_with_strides_padding", "test_conv_with_autopad_same", "test_globalaveragepool",
             "test_batchnorm_epsilon", "test_layer_normalization_4d_axis1", "test_castlike_FLOAT_to_DOUBLE",
             "test_shape_start_1_end_negative_1", "test_softmax_axis_0", "test_softmax_axis_0_expanded",
-            "test_reshape_zero_dim", "test_argmax_keepdims_example_select_last_index"]
+            "test_reshape_zero_dim", "test_argmax_keepdims_example_select_last_index", "test_elu"]
 """Cases the tables convert (each must convert and pass)."""
 
-REFUSED = ["test_elu", "test_mod_float32_mixed_sign_fmod_0", "test_edge_pad", "test_einsum_inner_prod"]
-"""Cases no rule converts exactly (ELU with alpha != 1, a float Mod with the divisor's sign, edge padding, an Einsum
+REFUSED = ["test_mod_float32_mixed_sign_fmod_0", "test_edge_pad", "test_einsum_inner_prod"]
+"""Cases no rule converts exactly (a float Mod with the divisor's sign, edge padding with run-time pads, an Einsum
 with an implicit output): refused, never wrong."""
 
 
