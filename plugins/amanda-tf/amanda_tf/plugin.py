@@ -125,7 +125,10 @@ def amanda_graph_passes() -> list[GraphPass]:
             GraphPass(name="onnx-control-to-tf", tables=("onnx-to-tf",), run=_onnx_control_to_tf, before=True,
                       description="ONNX If/Loop as StatelessIf/StatelessWhile whose functions take what they read"),
             GraphPass(name="tf-function-types", tables=("onnx-to-tf",), run=_tf_function_types,
-                      description="function signatures of converted control flow in TF types")]
+                      description="function signatures of converted control flow in TF types"),
+            GraphPass(name="tf-layout-nhwc", tables=("onnx-to-tf",), run=lazy("amanda_tf.layout_tf:run_pass"),
+                      description="removes the transposes the ONNX -> TF tables leave around channels-last ops "
+                                  "(docs/tensorflow.md, \"Layout, the other way\")")]
 
 
 def _onnx_control_to_tf(graph: Any) -> str:
