@@ -1,5 +1,5 @@
-"""ONNX -> TensorFlow: the op families of the later table parts (loss, index, math, misc, pad, pool, reduce,
-resize) on a fast subset of the ONNX node test suite.
+"""ONNX -> TensorFlow: the op families of the later table parts (convtranspose, index, loss, math, misc, pad,
+pool, quant, reduce, resize) on a fast subset of the ONNX node test suite.
 
 As ``test_onnx_to_tf.py``: only the case modules in :data:`MODULES` are generated, each case is converted with
 ``bench/onnx_node_suite_tf.py``'s functions and run with TensorFlow against its expected outputs.  The listed cases
@@ -27,7 +27,7 @@ BENCH = Path(__file__).resolve().parents[3] / "bench" / "onnx_node_suite_tf.py"
 MODULES = ["selu", "thresholdedrelu", "shrink", "hardmax", "lpnormalization", "scatterelements", "scatternd",
            "trilu", "resize", "depthtospace", "spacetodepth", "eyelike", "compress", "nonzero",
            "meanvariancenormalization", "lrn", "lppool", "center_crop_pad", "det", "reducel2",
-           "convtranspose", "batch_normalization", "stringnormalizer"]
+           "convtranspose", "batch_normalization", "stringnormalizer", "qlinearmatmul"]
 """Modules generated whole (their every case is checked never to be wrong)."""
 
 CONVERTS = [
@@ -57,6 +57,8 @@ CONVERTS = [
     "test_convtranspose_autopad_same", "test_convtranspose_output_shape",
     # training-mode batch norm, strings
     "test_batchnorm_example_training_mode", "test_strnormalizer_nostopwords_nochangecase",
+    # quantized
+    "test_qlinearmatmul_2D_uint8_float32", "test_qlinearmatmul_3D_int8_float32",
 ]
 """Cases the tables convert (each must convert and pass)."""
 
