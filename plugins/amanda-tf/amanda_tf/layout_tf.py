@@ -52,6 +52,9 @@ _REDUCE = {"Mean", "Sum", "Max", "Min", "Prod", "All", "Any"}
 _PAD = {"Pad", "PadV2", "MirrorPad"}
 _FORMATS = {"NCHW", "NHWC", "NCDHW", "NDHWC"}
 _BATCH_NORM = {"FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"}
+_KEEPS_PERM = _UNARY | _BINARY | _PAD | _BATCH_NORM | {"ClipByValue", "BiasAdd", "ConcatV2", "GatherV2", "Softmax",
+                                                       "LogSoftmax"}
+"""Ops whose output, once a transpose is pushed through them, is transposed by the same permutation."""
 
 
 @dataclass
@@ -130,7 +133,7 @@ class _Pass:
     def new_const(self, base: str, value: np.ndarray, namespace: Any) -> Any:
         from .dtypes import dtype_from_numpy
 
-        value = np.ascontiguousarray(value)
+        value = np.array(value, order="C")  # (np.ascontiguousarray makes a 0-d array 1-d)
         elem = dtype_from_numpy(value.dtype)
         op = self.g.add_op("Const", self.g.unique_name(base), outputs=["output"], namespace=namespace,
                            attrs={"dtype": elem, "value": value})
@@ -219,20 +222,32 @@ class _Pass:
         for r in readers:
             if r.op not in ops:
                 ops.append(r.op)
-        if not all(self.perm(o) is not None or self.can_push(o, perm) for o in ops):
-            return False
         pushed = [o for o in ops if self.perm(o) is None]
         if not pushed:  # only transposes read it: they compose with it on their own visit
             return False
-        for o in pushed:
+        pending = set(pushed)
+        if not all(self.can_push(o, perm, pending) for o in pushed):
+            return False
+        while pushed:  # an op reading another pushed op's output goes after it (it then reads a transpose)
+            o = next(o for o in pushed if not any(p.source.op in pending and p.source.op is not o
+                                                    for p in o.input_ports))
             self.push_through(o, perm)
+            pushed.remove(o)
+            pending.discard(o)
         if t.graph is self.g and not out.consumers:
             old = t.input_ports["perm"].source.op
             self.g.remove_op(t)
             self.drop_if_unused(old)
         return True
 
-    def can_push(self, op: Op, perm: list[int]) -> bool:
+    def transposed(self, port: Any, perm: list[int], pending: set[Op]) -> bool:
+        """Whether ``port`` reads a transpose by ``perm``, or will once the ``pending`` ops are pushed through."""
+        if self.is_transpose(port, perm):
+            return True
+        src = port.source
+        return src is not None and src.op in pending and src.op.type in _KEEPS_PERM
+
+    def can_push(self, op: Op, perm: list[int], pending: set[Op]) -> bool:
         t = op.type
         rank = len(perm)
         if op.graph is not self.g or op.has_control_inputs() or op.control_outputs:
@@ -249,7 +264,7 @@ class _Pass:
         if t in _BINARY:
             ok = False
             for p in data:
-                if self.is_transpose(p, perm):
+                if self.transposed(p, perm, pending):
                     ok = True
                     continue
                 c = self.const(p)
@@ -275,8 +290,13 @@ class _Pass:
         if t == "ConcatV2":
             axis = self.const(op.input_ports[-1])
             return (axis is not None and axis.size == 1 and len(data) >= 2 and all(
-                self.is_transpose(p, perm) or (self.const(p) is not None and self.const(p).ndim == rank)
+                self.transposed(p, perm, pending) or (self.const(p) is not None and self.const(p).ndim == rank)
                 for p in data[:-1]) and any(self.is_transpose(p, perm) for p in data[:-1]))
+        if t == "GatherV2":  # a gather of 1-D constant indices along a constant axis: the axis is remapped
+            idx, axis = self.const(op.input_ports[1]), self.const(op.input_ports[2])
+            return (self.is_transpose(first, perm) and idx is not None and idx.ndim == 1 and axis is not None
+                    and axis.size == 1 and not op.attrs.get("batch_dims", 0)
+                    and not self.is_transpose(op.input_ports[1], perm))
         if t in ("Softmax", "LogSoftmax"):
             return self.is_transpose(first, perm) and perm[-1] == rank - 1
         if t == "Squeeze":
@@ -334,10 +354,15 @@ class _Pass:
                     kept_y = [i for i in range(rank) if i not in axes_y]
                     kept_x = [i for i in range(rank) if i not in axes_x]
                     out_perm = [kept_x.index(perm[i]) for i in kept_y]
+            elif t == "GatherV2" and p is op.input_ports[2]:
+                axis = perm[int(c.reshape(-1)[0]) % rank]
+                self.g.connect(self.new_const(op.name + "/axis", np.full(c.shape, axis, c.dtype), prod.namespace),
+                               p, replace=True)
+                self.drop_if_unused(prod)
             elif t == "ConcatV2" and p is op.input_ports[-1]:
                 axis = perm[int(c.reshape(-1)[0]) % rank]
-                self.g.connect(self.new_const(op.name + "/axis", np.asarray(axis, c.dtype), prod.namespace), p,
-                               replace=True)
+                self.g.connect(self.new_const(op.name + "/axis", np.full(c.shape, axis, c.dtype), prod.namespace),
+                               p, replace=True)
                 self.drop_if_unused(prod)
         if t == "BiasAdd" or t in _BATCH_NORM:
             fmt = _text(op.attrs.get("data_format", "NHWC"))
@@ -370,26 +395,34 @@ class _Pass:
 
     # -- the graph's inputs
     def inputs_channels_last(self) -> None:
+        """Each graph input read by transposes of one permutation (and maybe other ops) takes that layout: the
+        transposes go, the other readers read it through the inverse transpose (which the pass then pushes)."""
         for port in self.g.input_ports:
-            readers = [c.op for c in port.consumers]
-            if not readers or any(r is None or self.perm(r) is None or r.input_ports[0].source is not port
-                                  for r in readers):
-                continue
-            perms = {tuple(self.perm(r)) for r in readers}
+            readers = [c.op for c in port.consumers if c.op is not None]
+            perms = {tuple(self.perm(r)) for r in readers if self.perm(r) is not None
+                     and r.input_ports[0].source is port}
             if len(perms) != 1:
                 continue
             perm = list(perms.pop())
-            if port.dtype is not None:
-                new = self.permuted_type(port.dtype, perm)
-                if new is None:
-                    continue
-                port.dtype = new
-            for r in readers:
+            new_type = self.permuted_type(port.dtype, perm) if port.dtype is not None else None
+            if port.dtype is not None and new_type is None:
+                continue
+            others = [c for c in port.consumers if c.op is None or self.perm(c.op) != perm
+                      or c is not c.op.input_ports[0]]
+            transposes = [r for r in readers if self.perm(r) == perm and r.input_ports[0].source is port]
+            if others:
+                inv = [perm.index(i) for i in range(len(perm))]
+                back = self.new_transpose(port, inv, port.name + "/to_nchw", transposes[0])
+                back.dtype = port.dtype
+                for c in others:
+                    self.g.connect(back, c, replace=True)
+            port.dtype = new_type
+            for r in transposes:
                 self.g.replace_all_uses(r.output_ports[0], port)
                 old = r.input_ports["perm"].source.op
                 self.g.remove_op(r)
                 self.drop_if_unused(old)
-                self.report.count("inputs made channels-last")
+            self.report.count("inputs made channels-last")
             layouts = dict(self.g.attrs.get("amanda.input_layout") or {})
             layouts[port.name] = ",".join(str(p) for p in perm)
             self.g.attrs["amanda.input_layout"] = layouts
@@ -419,9 +452,9 @@ def optimize(graph: Graph, *, channels_last_inputs: bool = False) -> NhwcReport:
     only by transposes of one permutation take that layout (recorded in ``graph.attrs["amanda.input_layout"]``)."""
     report = NhwcReport(transposes_before=count_transposes(graph))
     p = _Pass(graph, report)
-    p.run()
     if channels_last_inputs:
         p.inputs_channels_last()
+    p.run()
     report.transposes_after = count_transposes(graph)
     return report
 
