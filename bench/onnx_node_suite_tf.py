@@ -3,7 +3,8 @@
 
 1. run as is in onnxruntime against its expected outputs (onnxruntime's own pass count);
 2. read with ``amanda_onnx.load_model``, typed by onnx's shape inference, converted to ``amanda/tensorflow`` with
-   the ONNX opset tables and the ``onnx_to_tf*.yaml`` tables of amanda-tf, and run with
+   the ONNX opset tables, the ``onnx_to_tf*.yaml`` tables of amanda-tf and its tables that go ahead of the chain
+   (``onnx_*_to_tf*.yaml``), and run with
    ``amanda_tf.runner.run`` against the same expected outputs, compared the way onnx's backend tests compare
    (same shape and dtype, ``assert_allclose`` with the case's ``rtol``/``atol``).
 
@@ -47,7 +48,8 @@ def tables() -> list[Any]:
         from amanda_core.mapping.table import merge_parts
         from amanda_onnx import opset
 
-        parts = [load_table(p, trusted=True) for p in sorted(TABLES.glob("onnx_to_tf*.yaml"))]
+        paths = sorted({*TABLES.glob("onnx_to_tf*.yaml"), *TABLES.glob("onnx_*_to_tf*.yaml")})  # the ahead tables too
+        parts = [load_table(p, trusted=True) for p in paths]
         _TABLES = [*opset.tables(), *merge_parts(parts)]
     return _TABLES
 
