@@ -228,6 +228,10 @@ class _Pass:
         pending = set(pushed)
         if not all(self.can_push(o, perm, pending) for o in pushed):
             return False
+        # one transpose into several that could only stop at graph outputs: more transposes, none cancelled
+        if sum(1 for o in pushed if (o.type in _KEEPS_PERM or o.type in _REDUCE and o.attrs.get("keep_dims"))
+               and any(c.op is None for q in o.output_ports for c in q.consumers)) > 1:
+            return False
         while pushed:  # an op reading another pushed op's output goes after it (it then reads a transpose)
             o = next(o for o in pushed if not any(p.source.op in pending and p.source.op is not o
                                                     for p in o.input_ports))

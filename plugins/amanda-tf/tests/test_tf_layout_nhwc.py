@@ -20,14 +20,10 @@ TOL = 1e-5
 
 @pytest.fixture(scope="module")
 def reg(tf_schema) -> Any:
-    import amanda_onnx.plugin
-    import amanda_tf.plugin
-    from amanda_core.plugin import PluginManager
+    """The plugin manager of the installed plugins (its passes, tables and namespaces)."""
+    from amanda_core.plugin.manager import get_manager
 
-    pm = PluginManager(autoload=False)
-    pm.register(amanda_tf.plugin, "amanda-tf")
-    pm.register(amanda_onnx.plugin, "amanda-onnx")
-    return pm
+    return get_manager()
 
 
 def _to_tf(model: Any, pm: Any, *, layout: bool = True) -> Any:
@@ -40,6 +36,7 @@ def _to_tf(model: Any, pm: Any, *, layout: bool = True) -> Any:
     graph = amanda_onnx.load_model(model)
     registry.type_inferer_for(graph.namespace).infer(graph)
     passes = [p for p in registered_passes(pm) if layout or p.name != "tf-layout-nhwc"]
+    assert len(passes) == len(registered_passes(pm)) - (not layout)
     out = convert(graph, "amanda/tensorflow", registered_tables(registry), registry.namespaces, passes=passes)
     return out.graph
 
@@ -90,7 +87,7 @@ def _model(nodes: list[Any], inits: dict[str, np.ndarray], x_shape: list[int], y
     from onnx import TensorProto, helper, numpy_helper
 
     g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
-                          [helper.make_tensor_value_info(o, TensorProto.FLOAT, y_shape if o == "y" else None)
+                          [helper.make_tensor_value_info(o, TensorProto.FLOAT, y_shape)
                            for o in outputs],
                           [numpy_helper.from_array(v, k) for k, v in inits.items()])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
@@ -208,6 +205,21 @@ def test_transposes_that_change_the_numbers_stay(reg: Any) -> None:
     readers = [c.op.type for op in tf_graph if op.type == "Transpose" for c in op.output_ports[0].consumers
                if c.op is not None]
     assert "Reshape" in readers  # the NHWC -> NCHW before the Flatten
+
+
+def test_no_more_transposes_at_the_outputs(reg: Any) -> None:
+    """A convolution read by two heads that are graph outputs: its one transpose back to NCHW is not pushed into
+    two (one per output)."""
+    from onnx import helper
+
+    w = np.random.default_rng(7).normal(0, 0.5, (4, 3, 3, 3)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["y"]),
+             helper.make_node("Sigmoid", ["c"], ["z"])]
+    model = _model(nodes, {"w": w}, [1, 3, 6, 6], [1, 4, 6, 6], outputs=("y", "z"))
+    tf_graph = _to_tf(model, reg)
+    assert _types(tf_graph)["Transpose"] == 2
+    _check(model, tf_graph, _feeds([1, 3, 6, 6]))
 
 
 def test_channels_last_inputs(reg: Any) -> None:
