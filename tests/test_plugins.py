@@ -226,3 +226,29 @@ def test_a_plugin_with_a_broken_table_has_its_tables_left_out_and_says_why(tmp_p
     assert "bad.yaml" in line and "rule 'r'" in line
     with pytest.raises(PluginError, match="broken-plugin"):
         registered_tables(reg, strict=True)
+
+
+def test_a_conversion_reads_only_the_tables_on_a_path_that_enters_each_family_once(tmp_path):
+    from amanda_core.mapping.registry import broken_tables, tables_between
+
+    def table(name, src, dst, broken=False):
+        path = tmp_path / f"{name}.yaml"
+        rules = "{r: {src: {}}}" if broken else "{}"
+        path.write_text(f"table:\n  name: {name}\n  src: {src}\n  dst: {dst}\n  rules: {rules}\n")
+        return str(path)
+
+    class Registry:
+        tables = [(table("up", "amanda/toy/1", "amanda/toy/2"), "toy"),
+                  (table("there", "amanda/toy/2", "amanda/other/1"), "other"),
+                  (table("back", "amanda/other/1", "amanda/toy/2", broken=True), "other-back"),
+                  (table("onward", "amanda/other/1", "amanda/third/1"), "third")]
+
+    within = Registry()
+    assert [t.name for t in tables_between(within, {"amanda/toy/1"}, "amanda/toy/2")] == ["up"]
+    assert broken_tables(within) == []  # the broken table is on no such path: never read
+    across = Registry()
+    assert [t.name for t in tables_between(across, {"amanda/toy/1"}, "amanda/third/1")] == ["up", "there", "onward"]
+    assert [t.name for t in tables_between(Registry(), {"amanda/other/1"}, "amanda/toy/2")] == ["up"]
+    later = Registry()
+    tables_between(later, {"amanda/other/1"}, "amanda/toy/2")
+    assert len(broken_tables(later)) == 1 and "back.yaml" in broken_tables(later)[0]

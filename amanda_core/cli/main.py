@@ -322,8 +322,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _tables(args: argparse.Namespace, reg: Any) -> list[Any]:
-    from ..mapping import check_table, load_table, registered_tables
+def _tables(args: argparse.Namespace, reg: Any, between: tuple[Any, str] | None = None) -> list[Any]:
+    """The tables given with ``--table``, then the plugins' (``between=(source namespaces, target)``: only those
+    that can be on a path between them, so that no other table file is read)."""
+    from ..mapping import check_table, load_table, registered_tables, tables_between
 
     user = []
     for path in args.table or []:
@@ -340,10 +342,31 @@ def _tables(args: argparse.Namespace, reg: Any) -> list[Any]:
         return user
     from ..mapping import broken_tables
 
-    installed = registered_tables(reg)
+    if between is not None and not getattr(args, "exclude_table", None):  # (--exclude-table names any table)
+        installed = tables_between(reg, *between)
+    else:
+        installed = registered_tables(reg)
     for line in broken_tables(reg):
         print(f"warning: {line}", file=sys.stderr)
     return user + installed
+
+
+def _same_namespace(a: str, b: str) -> bool:
+    from ..namespace.names import spec_matches
+
+    return a == b or (spec_matches(b, a) and spec_matches(a, b))
+
+
+def _op_namespaces(graph: Graph) -> set[str]:
+    """The namespaces ops of ``graph`` (and of the graphs in it) name for themselves (a custom ONNX domain)."""
+    found: set[str] = set()
+    for g in [graph] + [n.graph for n in graph.nested_graphs()]:
+        if g.namespace is not None:
+            found.add(g.namespace)
+        for op in g:
+            if op.namespace is not None:
+                found.add(op.namespace)
+    return found
 
 
 def _reachable(source: str, tables: Sequence[Any], reg: Any) -> list[str]:
@@ -436,7 +459,11 @@ def cmd_convert(args: argparse.Namespace) -> int:
     target = graph.namespace
     if args.to:
         target = _resolve(reg.namespaces, args.to, usage="--to {ns}") if _is_known_family(reg, args.to) else args.to
-    tables = choose_tables(args, _tables(args, reg))
+    if _same_namespace(graph.namespace, target) and not args.table:
+        tables: list[Any] = []  # a re-export: no table applies, none is read
+    else:
+        sources = {graph.namespace} | {ns for ns in _op_namespaces(graph)}
+        tables = choose_tables(args, _tables(args, reg, (sources, target)))
     inferred = ""
     inferer = reg.type_inferer_for(graph.namespace) if args.to and not args.no_infer_types else None
     if inferer is not None:
@@ -464,7 +491,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
                 source = reg.namespaces.resolve(source)
             except AmandaError:
                 pass
-            reach = _reachable(source, tables, reg.namespaces)
+            reach = _reachable(source, choose_tables(args, _tables(args, reg)), reg.namespaces)  # every table
             if args.explain:
                 print("no table applied: no chain of mapping tables reaches the target")
             hint = f"; from {source} the tables reach {_grouped(reach)}" if reach else f"; no table reads {source}"

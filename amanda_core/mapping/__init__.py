@@ -14,7 +14,7 @@ from .engine import ApplyReport, Converter, RuleReport, apply_table
 from .expr import Expression, ExpressionError, compile_expression
 from .match import Match, MatchContext, find_matches
 from .planner import Conversion, ConversionError, Step, convert, interpret, plan
-from .registry import broken_tables, registered_tables
+from .registry import broken_tables, registered_tables, tables_between
 from .reverse import reverse_table
 from .rewrite import MappingError
 from .table import (
@@ -58,6 +58,7 @@ __all__ = [
     "plan",
     "registered_tables",
     "broken_tables",
+    "tables_between",
     "remove",
     "replace",
     "reverse_table",
