@@ -70,7 +70,7 @@ def _compute(op: Op, vals: list[np.ndarray]) -> np.ndarray | None:
         perm = [int(p) for p in vals[1].reshape(-1)]
         if sorted(perm) != list(range(x.ndim)):
             return None
-        return np.ascontiguousarray(np.transpose(x, perm))
+        return np.asarray(np.transpose(x, perm), order="C")
     return None
 
 
@@ -137,7 +137,7 @@ def fold_constants(graph: Graph) -> int:
         text = f"{elem}[{','.join(str(d) for d in value.shape)}]"
         if not _fits(op, value, text, types):
             continue
-        value = np.ascontiguousarray(value)
+        value = np.asarray(value, order="C")  # (np.ascontiguousarray makes a 0-d array 1-d)
         value.setflags(write=False)
         name, namespace = op.name, op.namespace
         readers = list(op.output_ports[0].consumers)
