@@ -133,7 +133,7 @@ class _Pass:
     def new_const(self, base: str, value: np.ndarray, namespace: Any) -> Any:
         from .dtypes import dtype_from_numpy
 
-        value = np.array(value, order="C")  # (np.ascontiguousarray makes a 0-d array 1-d)
+        value = np.asarray(value, order="C")  # (np.ascontiguousarray makes a 0-d array 1-d)
         elem = dtype_from_numpy(value.dtype)
         op = self.g.add_op("Const", self.g.unique_name(base), outputs=["output"], namespace=namespace,
                            attrs={"dtype": elem, "value": value})
