@@ -28,8 +28,11 @@ MODULES = ["add", "relu", "div", "mod", "pow", "where", "clip", "softmax", "gemm
            "batch_normalization", "reshape", "transpose", "concat", "cast", "slice", "gather", "gatherelements",
            "scatterelements", "pad", "split", "rangeop", "constantofshape", "size", "trilu", "reducesum",
            "negativeloglikelihoodloss", "depthtospace", "hardmax", "einsum", "topk", "lpnormalization",
-           "layernormalization", "resize", "equal", "greater", "greater_or_equal", "mul", "max", "bitshift", "quantizelinear", "dequantizelinear",
-           "dynamicquantizelinear", "qlinearmatmul", "matmulinteger", "convinteger", "rmsnormalization", "attention"]
+           "layernormalization", "resize", "equal", "greater", "greater_or_equal", "mul", "max", "bitshift",
+           "quantizelinear", "dequantizelinear", "dynamicquantizelinear", "qlinearmatmul", "matmulinteger",
+           "convinteger", "rmsnormalization", "attention", "cumsum", "cumprod", "lppool", "averagepool", "bitcast",
+           "col2im", "affinegrid", "scatternd", "center_crop_pad", "rotaryembedding", "unique",
+           "causal_conv_with_state", "reducemax", "reducel1", "unsqueeze", "rnn", "lstm"]
 
 CONVERTS = [
     # one op to one op, constant attributes
@@ -68,16 +71,40 @@ CONVERTS = [
     "test_attention_4d_gqa_causal", "test_attention_3d_diff_heads_sizes_attn_mask", "test_attention_4d_attn_mask_bool",
     "test_attention_4d_attn_mask_4d_causal", "test_attention_3d_gqa_with_past_and_present",
     "test_attention_4d_causal_with_past_and_present", "test_attention_23_boolmask_fullymasked_row_nan_robustness",
+    # the axis at run time; exclusive and reverse by shifting and flipping (CumProd: opset 26)
+    "test_cumsum_1d_reverse_exclusive", "test_cumprod_2d_int32",
+    # pooling as depthwise sums: LpPool, AveragePool with dilations and ceil_mode (opset 19)
+    "test_lppool_2d_dilations",
+    "test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True",
+    # Resize in nearest mode as ONNX's reference computes it
+    "test_resize_upsample_scales_nearest", "test_resize_downsample_sizes_nearest",
+    "test_resize_upsample_sizes_nearest_floor_align_corners", "test_resize_upsample_scales_nearest_axes_3_2",
+    # more ops torch has whole, or nearly
+    "test_bitcast_float32_to_int32", "test_col2im_pads", "test_affine_grid_3d",
+    "test_scatternd_multiply", "test_center_crop_pad_crop_and_pad",
+    "test_center_crop_pad_crop_axes_hwc_expanded", "test_rotary_embedding_3d_input",
+    "test_rotary_embedding_no_position_ids_rotary_dim",
+    "test_rotary_embedding_expanded", "test_unique_not_sorted_without_axis",
+    "test_causal_conv_with_state_silu_with_past_state",
+    # reductions over empty run-time axes, of empty sets, of booleans
+    "test_reduce_l1_default_axes_keepdims_example", "test_reduce_max_empty_set", "test_reduce_max_bool_inputs",
+    "test_unsqueeze_three_axes",
+    # recurrent layers with their weights given at run time
+    "test_simple_rnn_bidirectional", "test_lstm_with_initial_bias",
 ]
 """Cases the tables convert (each must convert and pass)."""
 
 REFUSED = ["test_edge_pad", "test_mod_float16_mixed_sign_fmod_0", "test_resize_downsample_scales_cubic_align_corners",
-           "test_div_uint64", "test_attention_4d_softcap", "test_attention_4d_with_qk_matmul", "test_attention_4d_fp16"]
+           "test_div_uint64", "test_attention_4d_softcap", "test_attention_4d_with_qk_matmul", "test_attention_4d_fp16",
+           "test_resize_upsample_sizes_nearest_not_larger", "test_causal_conv_with_state_fp16", "test_col2im_5d",
+           "test_lstm_with_peepholes"]
 """Cases no rule converts exactly: pads given at run time in edge mode (torch pads only the trailing axes, which
 run-time pads cannot promise); float16 Mod with fmod = 0 (torch's float16 remainder rounds otherwise); Resize with
 align_corners and scales (ONNX divides by the unrounded output length); uint64 division (no exact form in a type
 torch has kernels for); Attention with softcap, with its qk_matmul output read, or in float16 (torch's CPU kernel
-accumulates in float32)."""
+accumulates in float32); Resize keeping the aspect ratio (its scale comes from the sizes at run time); float16
+CausalConvWithState (the reference rounds the convolution once, in float16); Col2Im over three axes (torch's col2im
+has two); LSTM with peepholes (torch's LSTM has none)."""
 
 
 @pytest.fixture(scope="module")
@@ -147,14 +174,16 @@ def test_tables_check_against_both_schemas(bench: Any) -> None:
 
 
 def test_newest_ops_go_ahead_of_the_chain(bench: Any) -> None:
-    """``onnx_newest_to_torch.yaml`` is one table that goes ahead of the opset chain (it reads opsets 23 and later,
-    where Attention and RMSNormalization exist), not a part of ``onnx-to-torch``."""
+    """``onnx_newest_to_torch.yaml`` is one table that goes ahead of the opset chain (it reads opsets 19 and later,
+    where AveragePool's dilations, AffineGrid, Attention, RMSNormalization and CumProd exist), not a part of
+    ``onnx-to-torch``."""
     from amanda_core.mapping import load_table
 
     (path,) = bench.onnx_ahead_files()
     table = load_table(path, trusted=True)
     assert table.ahead and table.part_of is None and table.name == "onnx-newest-to-torch"
-    assert {"attention", "rms_norm", "bitshift_signed", "mod_float_floor"} <= set(table.rules)
+    assert {"attention", "rms_norm", "bitshift_signed", "mod_float_floor", "cumprod_runtime_axis", "bitcast",
+            "affine_grid", "rotary_embedding", "causal_conv_with_state", "average_pool_dilated"} <= set(table.rules)
 
 
 def test_helpers() -> None:
