@@ -25,7 +25,8 @@ permutation) or feeding a graph output or an op none of the rules commute with (
 channels with spatial positions, for one).  :func:`count_transposes` counts them.  With
 ``channels_last_inputs``, a graph input read only by transposes of one permutation takes that layout itself (its
 type is permuted, the transposes go; the graph's ``amanda.input_layout.<input>`` attribute records the
-permutation, so a caller permutes its data first).
+permutation, so a caller permutes its data first); with ``channels_last_outputs`` each output fed by a
+transpose gives the value before it (``amanda.output_layout.<output>``).
 """
 
 from __future__ import annotations
@@ -90,6 +91,8 @@ class _Pass:
         self.g = graph
         self.report = report
         self.types = TFTypeSystem()
+        self.free_outputs = False
+        """Whether transposes at graph outputs cost nothing (they go afterwards: channels-last outputs)."""
 
     # -- reading the graph
     @staticmethod
@@ -229,8 +232,9 @@ class _Pass:
         if not all(self.can_push(o, perm, pending) for o in pushed):
             return False
         # one transpose into several that could only stop at graph outputs: more transposes, none cancelled
-        if sum(1 for o in pushed if (o.type in _KEEPS_PERM or o.type in _REDUCE and o.attrs.get("keep_dims"))
-               and any(c.op is None for q in o.output_ports for c in q.consumers)) > 1:
+        stuck = [o for o in pushed if (o.type in _KEEPS_PERM or o.type in _REDUCE and o.attrs.get("keep_dims"))
+                 and any(c.op is None for q in o.output_ports for c in q.consumers)]
+        if len(stuck) > 1 and not self.free_outputs:
             return False
         while pushed:  # an op reading another pushed op's output goes after it (it then reads a transpose)
             o = next(o for o in pushed if not any(p.source.op in pending and p.source.op is not o
@@ -431,6 +435,27 @@ class _Pass:
             layouts[port.name] = ",".join(str(p) for p in perm)
             self.g.attrs["amanda.input_layout"] = layouts
 
+    def outputs_channels_last(self) -> None:
+        """Each graph output fed by a transpose gives the transpose's input instead (the graph's
+        ``amanda.output_layout.<output>`` attribute records the permutation that gives the old output)."""
+        for port in self.g.output_ports:
+            src = port.source
+            perm = None if src is None else self.perm(src.op)
+            if perm is None:
+                continue
+            t = src.op
+            self.g.connect(t.input_ports[0].source, port, replace=True)
+            inv = [perm.index(i) for i in range(len(perm))]
+            port.dtype = self.permuted_type(port.dtype, inv) if port.dtype is not None else None
+            if not t.output_ports[0].consumers:
+                old = t.input_ports["perm"].source.op
+                self.g.remove_op(t)
+                self.drop_if_unused(old)
+            self.report.count("outputs left channels-last")
+            layouts = dict(self.g.attrs.get("amanda.output_layout") or {})
+            layouts[port.name] = ",".join(str(p) for p in perm)
+            self.g.attrs["amanda.output_layout"] = layouts
+
     def run(self) -> None:
         from .fold import fold_constants
 
@@ -450,15 +475,24 @@ class _Pass:
                 changed = changed or done
 
 
-def optimize(graph: Graph, *, channels_last_inputs: bool = False) -> NhwcReport:
+def optimize(graph: Graph, *, channels_last_inputs: bool = False, channels_last_outputs: bool = False
+             ) -> NhwcReport:
     """Remove the transposes of ``graph`` (an ``amanda/tensorflow`` graph, top level) that can go, in place;
-    returns what was done.  See the module's documentation; ``channels_last_inputs`` makes each graph input read
-    only by transposes of one permutation take that layout (recorded in ``graph.attrs["amanda.input_layout"]``)."""
+    returns what was done.  See the module's documentation.
+
+    ``channels_last_inputs`` makes each graph input read by transposes of one permutation take that layout
+    (``graph.attrs["amanda.input_layout"]`` maps the input's name to the permutation a caller applies to its
+    data first, ``"0,2,3,1"``); ``channels_last_outputs`` makes each graph output fed by a transpose give the
+    transpose's input (``graph.attrs["amanda.output_layout"]`` maps the output's name to the permutation that
+    gives the ONNX layout back, ``"0,3,1,2"``)."""
     report = NhwcReport(transposes_before=count_transposes(graph))
     p = _Pass(graph, report)
+    p.free_outputs = channels_last_outputs
     if channels_last_inputs:
         p.inputs_channels_last()
     p.run()
+    if channels_last_outputs:
+        p.outputs_channels_last()
     report.transposes_after = count_transposes(graph)
     return report
 

@@ -221,6 +221,22 @@ def test_no_more_transposes_at_the_outputs(reg: Any) -> None:
     assert _types(tf_graph)["Transpose"] == 2
     _check(model, tf_graph, _feeds([1, 3, 6, 6]))
 
+    # channels-last at both ends: no transpose at all, the layouts recorded
+    import onnxruntime as ort
+
+    from amanda_tf.layout_tf import count_transposes, optimize
+    from amanda_tf.runner import run
+
+    tf_graph = _to_tf(model, reg, layout=False)
+    optimize(tf_graph, channels_last_inputs=True, channels_last_outputs=True)
+    assert count_transposes(tf_graph) == 0
+    assert tf_graph.attrs["amanda.output_layout"] == {"y": "0,3,1,2", "z": "0,3,1,2"}
+    x = _feeds([1, 3, 6, 6])["x"]
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    got = list(run(tf_graph, {"x": np.ascontiguousarray(x.transpose(0, 2, 3, 1))}).values())
+    for r, g in zip(ref, got):
+        assert float(np.abs(r - g.transpose(0, 3, 1, 2)).max()) <= TOL
+
 
 def test_channels_last_inputs(reg: Any) -> None:
     """``optimize(graph, channels_last_inputs=True)``: the graph input takes NHWC data and no transpose is left."""
