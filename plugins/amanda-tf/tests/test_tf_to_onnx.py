@@ -92,9 +92,10 @@ def _randomize_batch_norms(model: Any) -> None:
     rng = np.random.default_rng(0)
     for layer in model.layers:
         if isinstance(layer, keras.layers.BatchNormalization):
-            shapes = [w.shape for w in layer.get_weights()]
-            layer.set_weights([rng.uniform(1.5, 4.5, shapes[0]), rng.normal(0, 0.5, shapes[1]),
-                               rng.normal(0, 0.1, shapes[2]), rng.uniform(0.5, 1.5, shapes[3])])
+            (c,) = {w.shape for w in layer.get_weights()}  # InceptionV3's have no scale (gamma)
+            weights = [rng.uniform(1.5, 4.5, c)] if layer.scale else []
+            weights += [rng.normal(0, 0.5, c)] if layer.center else []
+            layer.set_weights(weights + [rng.normal(0, 0.1, c), rng.uniform(0.5, 1.5, c)])
 
 
 def test_mobilenet_v2_symbolic_batch(mobilenet, tf_registry) -> None:
