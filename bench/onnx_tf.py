@@ -2,10 +2,10 @@
 
     .venv/bin/python bench/onnx_tf.py [mobilenet_v2 resnet50 inception_v3] [--onnx2tf PATH] [--keep DIR]
 
-For each model (random weights, nothing downloaded): the Keras model is converted to ONNX by Amanda with
-channels-first inputs (``to_onnx(..., channels_first_inputs=True)``: an NCHW ONNX model without a transpose, as an
-ONNX model exported from a channels-first framework is), written to a temporary folder, then converted to a
-TensorFlow SavedModel twice, each as its own command:
+For each model (random weights and batch-norm statistics, nothing downloaded): the Keras model is converted to
+ONNX by Amanda with channels-first inputs (``to_onnx(..., channels_first_inputs=True)``: an NCHW ONNX model without
+a transpose, as an ONNX model exported from a channels-first framework is), written to a temporary folder, then
+converted to a TensorFlow SavedModel twice, each as its own command:
 
 * ``amanda convert m.onnx --to amanda/tensorflow -o amanda/`` (this environment's Python);
 * ``onnx2tf -i m.onnx -o onnx2tf/ -n`` (onnx2tf pins other TensorFlow and protobuf versions, so it runs from its
@@ -110,6 +110,20 @@ def _check(saved_model: str, x_nhwc: np.ndarray, ref: np.ndarray) -> tuple[int, 
     return transposes, "NCHW" if nchw else "NHWC", diff
 
 
+def _randomize_batch_norms(model: Any, seed: int = 0) -> None:
+    """Random batch-norm statistics: with Keras' initial ones a random MobileNetV2's logits vanish and its softmax
+    is uniform, which any converter matches exactly."""
+    import keras
+
+    rng = np.random.default_rng(seed)
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.BatchNormalization):
+            (c,) = {w.shape for w in layer.get_weights()}
+            weights = [rng.uniform(0.5, 1.5, c)] if layer.scale else []
+            weights += [rng.normal(0, 0.5, c)] if layer.center else []
+            layer.set_weights(weights + [rng.normal(0, 0.1, c), rng.uniform(0.5, 1.5, c)])
+
+
 def bench(name: str, onnx2tf: str, work: str) -> dict[str, Any]:
     import tf_models as models  # plugins/amanda-tf/tests/tf_models.py
 
@@ -118,6 +132,7 @@ def bench(name: str, onnx2tf: str, work: str) -> dict[str, Any]:
     from amanda_tf.layout import count_transposes, to_onnx
 
     model, inputs = models.KERAS_MODELS[name](batch=1)
+    _randomize_batch_norms(model)
     (x,) = inputs.values()
     ref = np.asarray(model(x)).astype(np.float64)
     onnx_graph, _ = to_onnx(load_model(model), channels_first_inputs=True)
