@@ -35,6 +35,7 @@ import numpy as np
 
 from amanda_core import Graph
 from amanda_core.ir.graph import Op, OutputPort
+from amanda_onnx.names import fresh_name, names_in_use, value_name
 
 ONNX_FAMILY = "amanda/onnx/"
 TF_FAMILY = "amanda/tensorflow/"
@@ -141,47 +142,6 @@ def _shape(dtype: Any) -> tuple[Any, ...] | None:
     return None
 
 
-def _all_names(graph: Graph) -> set[str]:
-    taken: set[str] = set()
-    for g in _walk(graph):
-        taken.update(g.input_ports.names())
-        taken.update(g.output_ports.names())
-        for op in g:
-            recorded = op.meta.get("outputs") if op.meta else None
-            if recorded:
-                taken.update(v for v in recorded.values() if v)
-            if op.type == "OuterValue":
-                taken.add(str(op.attrs.get("name")))
-            taken.add(op.name)
-    return taken
-
-
-def _fresh(base: str, taken: set[str]) -> str:
-    name, k = base, 0
-    while name in taken:
-        k += 1
-        name = f"{base}_{k}"
-    taken.add(name)
-    return name
-
-
-def _onnx_name(q: OutputPort, taken: set[str]) -> str:
-    """The name the ONNX exporter writes for value ``q``: recorded on its producer (chosen now if none)."""
-    op = q.op
-    if op is None:
-        return q.name
-    if op.type == "OuterValue":
-        return str(op.attrs["name"])
-    recorded = dict(op.meta.get("outputs") or {}) if op.meta else {}
-    name = recorded.get(q.name)
-    if name:
-        return name
-    name = _fresh(f"{op.name}_{q.name}", taken)
-    recorded[q.name] = name
-    op.meta = {**op.meta, "outputs": recorded}
-    return name
-
-
 def _replace_op(g: Graph, old: Op, new: Op, outs: list[OutputPort]) -> None:
     """Readers of ``old``'s outputs read ``outs`` (in order); ``old``'s control edges move to ``new``."""
     for q, r in zip(old.output_ports, outs):
@@ -253,7 +213,7 @@ def tf_control_to_onnx(graph: Graph) -> ControlReport:
     onnx_ns = _family_ns(graph, ONNX_FAMILY)
     if onnx_ns is None:
         return report
-    taken = _all_names(graph)
+    taken = names_in_use(graph)
     _to_onnx(graph, graph.namespace, onnx_ns, taken, report)
     if report.converted:
         _settle(graph, ONNX_FAMILY, onnx_ns)
@@ -313,7 +273,7 @@ def _branch_to_onnx(body: Graph, sources: list[OutputPort], taken: set[str], pre
     """Each argument of ``body`` read through an ``OuterValue`` of the value fed to it; outputs named apart."""
     for gi, src in zip(list(body.input_ports), sources):
         if gi.has_consumers():
-            name = _onnx_name(src, taken)
+            name = value_name(src, taken)
             ov = body.add_op("OuterValue", body.unique_name(f"outer_{name}"), attrs={"name": name},
                              outputs=[("output", _tf_to_onnx_dtype(src.dtype))])
             body.replace_all_uses(gi, ov.output_ports[0])
@@ -324,7 +284,7 @@ def _branch_to_onnx(body: Graph, sources: list[OutputPort], taken: set[str], pre
 def _outputs_to_onnx(body: Graph, prefix: str, taken: set[str]) -> None:
     for i, go in enumerate(list(body.output_ports)):
         go.dtype = _tf_to_onnx_dtype(go.dtype)
-        body.rename_output_port(go, _fresh(f"{prefix}_{i}", taken))
+        body.rename_output_port(go, fresh_name(f"{prefix}_{i}", taken))
     _onnx_graph_attrs(body, prefix)
 
 
@@ -392,10 +352,10 @@ def _while_to_onnx(g: Graph, op: Op, onnx_ns: str, taken: set[str]) -> None:
     c0 = _bool_cond(g, c0, onnx_ns, op.name + "/cond_start_bool")
     # the body: (iter_num, cond_in, v...) -> (cond_out, v'...), cond inlined on v'
     old_in = list(body.input_ports)
-    fresh_in = [body.add_input_port(_fresh(f"{op.name}_iter", taken), "tensor(int64)[]"),
-                body.add_input_port(_fresh(f"{op.name}_cond_in", taken), "tensor(bool)[]")]
+    fresh_in = [body.add_input_port(fresh_name(f"{op.name}_iter", taken), "tensor(int64)[]"),
+                body.add_input_port(fresh_name(f"{op.name}_cond_in", taken), "tensor(bool)[]")]
     for o in old_in:
-        port = body.add_input_port(_fresh(o.name, taken), _tf_to_onnx_dtype(o.dtype))
+        port = body.add_input_port(fresh_name(o.name, taken), _tf_to_onnx_dtype(o.dtype))
         body.replace_all_uses(o, port)
         body.remove_input_port(o)
     results = [go.source for go in body.output_ports]
@@ -406,9 +366,9 @@ def _while_to_onnx(g: Graph, op: Op, onnx_ns: str, taken: set[str]) -> None:
         body.remove_output_port(go)
     (c_next,) = _inline(body, cond_g, results, f"{op.name}/cond", onnx_ns)  # type: ignore[arg-type]
     c_next = _bool_cond(body, c_next, onnx_ns, op.name + "/cond_bool")
-    body.connect(c_next, body.add_output_port(_fresh(f"{op.name}_cond_out", taken), "tensor(bool)[]"))
+    body.connect(c_next, body.add_output_port(fresh_name(f"{op.name}_cond_out", taken), "tensor(bool)[]"))
     for i, (r, dt) in enumerate(zip(results, out_dtypes)):
-        body.connect(r, body.add_output_port(_fresh(f"{op.name}_out_{i}", taken), _tf_to_onnx_dtype(dt)))  # type: ignore[arg-type]
+        body.connect(r, body.add_output_port(fresh_name(f"{op.name}_out_{i}", taken), _tf_to_onnx_dtype(dt)))  # type: ignore[arg-type]
     _onnx_graph_attrs(body, f"{op.name}_body")
     del fresh_in
     new = g.add_op("Loop", g.unique_name(op.name + "/loop"), namespace=onnx_ns,

@@ -28,6 +28,7 @@ import attrs
 
 from amanda_core import Graph
 from amanda_core.ir.graph import Op, OutputPort
+from amanda_onnx.names import fresh_name, names_in_use, value_name
 
 ONNX_FAMILY = "amanda/onnx/"
 TORCH_FAMILY = "amanda/pytorch/"
@@ -288,7 +289,7 @@ def torch_control_to_onnx(graph: Graph) -> ControlReport:
     onnx_ns = _family_ns(graph, ONNX_FAMILY)
     if onnx_ns is None:
         return report
-    taken = _all_names(graph)
+    taken = names_in_use(graph)
     types = _Types("torch", "onnx")
     _to_onnx(graph, graph.namespace, onnx_ns, taken, report, types)
     if report.converted and _settle(graph, onnx_ns):
@@ -333,46 +334,6 @@ class _Types:
             p.dtype = self(p.dtype)
 
 
-def _all_names(graph: Graph) -> set[str]:
-    taken: set[str] = set()
-    for g, _ in _walk(graph, None):
-        taken.update(g.input_ports.names())
-        taken.update(g.output_ports.names())
-        for op in g:
-            recorded = op.meta.get("outputs") if op.meta else None
-            if recorded:
-                taken.update(v for v in recorded.values() if v)
-            if op.type == "OuterValue":
-                taken.add(str(op.attrs.get("name")))
-            taken.add(op.name)
-    return taken
-
-
-def _onnx_name(q: OutputPort, taken: set[str]) -> str:
-    """The name the ONNX exporter will write for value ``q``: recorded on its producer (chosen now if none)."""
-    op = q.op
-    if op is None:
-        return q.name
-    if op.type == "OuterValue" and op.namespace is None:
-        return str(op.attrs["name"])
-    if op.type in ("Initializer", "SparseInitializer") and (op.namespace is None or
-                                                             op.namespace.startswith(ONNX_FAMILY)):
-        return str(op.meta.get("name", op.name)) if op.meta else op.name  # how the exporter names them
-    recorded = dict(op.meta.get("outputs") or {}) if op.meta else {}
-    name = recorded.get(q.name)
-    if name:
-        return name
-    base = f"{op.name}_{q.name}"
-    name, k = base, 0
-    while name in taken:
-        k += 1
-        name = f"{base}_{k}"
-    taken.add(name)
-    recorded[q.name] = name
-    op.meta = {**op.meta, "outputs": recorded}
-    return name
-
-
 def _to_onnx(g: Graph, inherited: str | None, onnx_ns: str, taken: set[str], report: ControlReport,
              types: _Types) -> None:
     for op in list(g.topological_order()):
@@ -404,7 +365,7 @@ def _outer(block: Graph, sources: dict[str, OutputPort], taken: set[str], types:
         src = sources.get(gi.name)
         if src is None:
             raise ValueError(f"input {gi.name!r} of a branch is fed by nothing outside")
-        name = _onnx_name(src, taken)
+        name = value_name(src, taken)
         if gi.has_consumers():
             ov = block.add_op("OuterValue", block.unique_name(f"outer_{name}"), attrs={"name": name},
                               outputs=[("output", types(src.dtype))])
@@ -445,12 +406,7 @@ def _if_to_onnx(g: Graph, op: Op, onnx_ns: str, taken: set[str], types: _Types) 
 def _own_output_names(block: Graph, prefix: str, taken: set[str]) -> None:
     """Branch outputs named apart from every other value (ONNX names are unique across a model's scopes)."""
     for i, go in enumerate(list(block.output_ports)):
-        name, k = f"{prefix}_{i}", 0
-        while name in taken:
-            k += 1
-            name = f"{prefix}_{i}_{k}"
-        taken.add(name)
-        block.rename_output_port(go, name)
+        block.rename_output_port(go, fresh_name(f"{prefix}_{i}", taken))
 
 
 def _loop_to_onnx(g: Graph, op: Op, onnx_ns: str, taken: set[str], types: _Types) -> str | None:
@@ -479,12 +435,7 @@ def _loop_to_onnx(g: Graph, op: Op, onnx_ns: str, taken: set[str], types: _Types
     fresh = []
     for label, dtype in [("iter", "tensor(int64)[]"), ("cond_in", "tensor(bool)[]")] + \
             [(f"carried_{i}", types(old[1 + i].dtype)) for i in range(n)]:
-        nm, k = f"{op.name}_{label}", 0
-        while nm in taken:
-            k += 1
-            nm = f"{op.name}_{label}_{k}"
-        taken.add(nm)
-        fresh.append(body.add_input_port(nm, dtype))
+        fresh.append(body.add_input_port(fresh_name(f"{op.name}_{label}", taken), dtype))
     for o, f in zip(old, [fresh[0]] + fresh[2:]):
         body.replace_all_uses(o, f)
         body.remove_input_port(o)
