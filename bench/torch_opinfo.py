@@ -469,10 +469,11 @@ def _refused_reason(detail: str, op: str) -> str:
 
 
 def unmapped_overloads(detail: str) -> list[str]:
-    """The ATen (non-``prim::``) op types a refusal's detail names as left without a rule."""
+    """The framework op types (``aten::``, ``torch_nn::``; not ``prim::`` literals and lists, which are left over only
+    because the op reading them was) a refusal's detail names as left without a rule."""
     if not detail.startswith("no rule: "):
         return []
-    return [t for t in detail[len("no rule: "):].split(", ") if not t.startswith("prim::")]
+    return [t for t in detail[len("no rule: "):].split(", ") if "::" in t and not t.startswith("prim::")]
 
 
 def print_gaps(records: list[dict[str, Any]]) -> None:
