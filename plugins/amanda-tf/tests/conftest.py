@@ -53,3 +53,35 @@ def op_list(tf_schema):
     from amanda_tf.schema import read_op_list
 
     return read_op_list()
+
+
+BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench", "onnx_node_suite_tf.py")
+
+
+@pytest.fixture(scope="session")
+def bench():
+    """``bench/onnx_node_suite_tf.py`` as a module: its ``attempt(case)`` converts one ONNX node case to TF, runs
+    it and compares (the node-suite tests call the bench, so the two cannot drift apart)."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("onnx_node_suite_tf", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def cases(request):
+    """The ONNX node cases of the onnx test-case modules the test module lists in ``MODULES``, by name."""
+    import importlib
+    import warnings
+
+    from onnx.backend.test.case import node
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for m in request.module.MODULES:
+            importlib.import_module(f"onnx.backend.test.case.node.{m}")
+    return {c.name: c for c in node._NodeTestCases}

@@ -10,11 +10,6 @@ imports TensorFlow; it never imports torch.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
-import warnings
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +17,6 @@ import pytest
 pytest.importorskip("tensorflow")
 pytest.importorskip("onnx")
 
-BENCH = Path(__file__).resolve().parents[3] / "bench" / "onnx_node_suite_tf.py"
 
 MODULES = ["selu", "thresholdedrelu", "shrink", "hardmax", "lpnormalization", "scatterelements", "scatternd",
            "trilu", "resize", "depthtospace", "spacetodepth", "eyelike", "compress", "nonzero",
@@ -71,26 +65,6 @@ the sizes; tf_crop_and_resize; scatters that multiply; sizes with a kept aspect 
 LOSS_CASES = ["test_nllloss_NCd1d2d3_sum_weight_high_ii", "test_nllloss_NCd1_mean_weight_negative_ii",
               "test_nllloss_NCd1d2_no_weight_reduction_mean_ii", "test_sce_mean_weight_ii_3d_log_prob",
               "test_sce_NCd1d2d3d4d5_none_no_weight", "test_sce_sum"]
-
-
-@pytest.fixture(scope="module")
-def bench() -> Any:
-    spec = importlib.util.spec_from_file_location("onnx_node_suite_tf", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def cases() -> dict[str, Any]:
-    from onnx.backend.test.case import node
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for m in MODULES:
-            importlib.import_module(f"onnx.backend.test.case.node.{m}")
-    return {c.name: c for c in node._NodeTestCases}
 
 
 @pytest.mark.parametrize("name", CONVERTS)
