@@ -110,7 +110,7 @@ class _Pass:
     # -- helpers
     def new_const(self, base: str, value: np.ndarray) -> Any:
         op = self.g.add_op("Initializer", self.g.unique_name(base), outputs=["output"],
-                           attrs={"value": np.ascontiguousarray(value)})
+                           attrs={"value": np.asarray(value, order="C")})  # (ascontiguousarray makes 0-d 1-d)
         return op.output_ports[0]
 
     def new_transpose(self, src: Any, perm: list[int], base: str) -> Any:

@@ -82,3 +82,22 @@ def test_to_onnx_runs_the_pass_first(tf_schema) -> None:
     x = np.random.default_rng(1).standard_normal((2, 8, 8, 3)).astype(np.float32)
     (got,) = sess.run(None, {"image": x})
     np.testing.assert_allclose(got, model(x).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_layout_pass_keeps_folded_scalars_scalar() -> None:
+    """A constant the ONNX-side pass folds keeps its rank, 0-d included (a [1] would change the rank of what a
+    0-d input broadcasts with)."""
+    from amanda_core import Graph
+    from amanda_tf.layout import optimize
+
+    g = Graph(namespace="amanda/onnx/18")
+    x = g.add_input_port("x", "tensor(float)[]")
+    four = g.add_op("Initializer", "four", outputs=["output"], attrs={"value": np.asarray(4.0, np.float32)})
+    sqrt = g.add_op("Sqrt", "sqrt", inputs=["X"], outputs=["Y"], sources=[four.output_ports[0]])
+    add = g.add_op("Add", "add", inputs=["A", "B"], outputs=["C"], sources=[x, sqrt.output_ports[0]])
+    g.add_output_port("y").dtype = "tensor(float)[]"
+    g.connect(add.output_ports[0], g.output_ports[0])
+    report = optimize(g)
+    assert report.rewrites.get("constants folded") == 1, report.summary()
+    (const,) = [op for op in g if op.type == "Initializer"]
+    assert const.attrs["value"].shape == () and float(const.attrs["value"]) == 2.0
