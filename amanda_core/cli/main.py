@@ -41,7 +41,7 @@ import traceback  # noqa: E402
 from collections import Counter  # noqa: E402
 from typing import Any, Sequence  # noqa: E402
 
-from ..errors import AmandaError  # noqa: E402
+from ..errors import AmandaError, GraphError  # noqa: E402
 from ..ir.graph import Graph  # noqa: E402
 from ..ir.tensor import tensor_nbytes  # noqa: E402
 
@@ -983,6 +983,7 @@ def _enable_progress(quiet: bool) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
+    args: argparse.Namespace | None = None
     try:
         if _EARLY_HANDLER and signal.getsignal(signal.SIGINT) is _interrupted_early:
             signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -1000,7 +1001,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debug:
             traceback.print_exc()
         else:
-            print(f"amanda: error: {_one_line(str(e))}", file=sys.stderr)
+            message = str(e)
+            source = getattr(args, "input_model", None) or getattr(args, "file", None)
+            if isinstance(e, GraphError) and isinstance(source, str) and source not in message:
+                message = f"{source}: {message}"  # a broken graph (a cycle ...) says which model it is in
+            print(f"amanda: error: {_one_line(message)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("amanda: interrupted", file=sys.stderr)

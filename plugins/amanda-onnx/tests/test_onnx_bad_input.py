@@ -196,7 +196,11 @@ def test_errors_are_amanda_errors(tmp_path, capsys):
     cycle_path = tmp_path / "cycle.onnx"
     cycle_path.write_bytes(cycle.SerializeToString())
     for bad, where in ((path, str(path)), (cycle_path, "na -> nb -> na")):  # one line with what and where
-        assert main(["inspect", str(bad)]) != 0
-        err = capsys.readouterr().err
-        assert len(err.strip().splitlines()) == 1 and where in err and "Traceback" not in err, err
-        assert err.startswith("amanda: error: ") and "internal error" not in err.lower(), err
+        for command in (["inspect", str(bad)], ["convert", str(bad), "--to", "amanda/onnx/21", "-o",
+                                                  str(tmp_path / "out.onnx")]):
+            assert main(command) != 0
+            err = capsys.readouterr().err
+            assert len(err.strip().splitlines()) == 1 and where in err and "Traceback" not in err, err
+            assert str(bad) in err, err  # the model it is about, a cycle's too
+            assert err.startswith("amanda: error: ") and "internal error" not in err.lower(), err
+            assert not (tmp_path / "out.onnx").exists()
