@@ -143,11 +143,11 @@ def time_size(path: str, out_dir: str, repeat: int) -> dict[str, float]:
 
 
 def lean_round_trip(path: str, out: str) -> None:
-    """The least any ONNX round trip through Amanda's IR can cost on these chain models: ``onnx.load``, one
-    ``add_op`` (already wired through ``sources``) per initializer and node, then a walk that makes one
-    NodeProto per op, and ``onnx.save``.  It checks nothing, keeps only the fields these models have and knows
-    their element type and port names; it is the bound Amanda's importer and exporter are measured against, not a
-    converter."""
+    """A reference for these chain models, not a bound: ``onnx.load``, one ``add_op`` (already wired through
+    ``sources``) per initializer and node, then a walk that makes one NodeProto per op, and ``onnx.save``.  It
+    checks nothing, keeps only the fields these models have and knows their element type and port names; a
+    cleverer minimal round trip could be faster, so Amanda's importer and exporter are set beside it, not held
+    under it.  It is not a converter."""
     import numpy as np
     import onnx
 
