@@ -14,7 +14,7 @@ SCHEMAS = ROOT / "examples" / "schemas"
 
 
 class SeedTorchDtype:
-    """A TorchScript value type as the seed prints it, ``Float(1, 784)``."""
+    """A TorchScript value type as examples/seed/pytorch_single_layer.yaml writes it, ``Float(1, 784)``."""
 
     def __init__(self, text: str) -> None:
         m = re.match(r"^(\w+)\((.*)\)$", text)
@@ -23,7 +23,7 @@ class SeedTorchDtype:
         self.text = text
         self._scalar = m.group(1)
 
-    def scalarType(self) -> str:  # noqa: N802 - TorchScript's own spelling, used by the seed's expression
+    def scalarType(self) -> str:  # noqa: N802 - TorchScript's own spelling, used by examples/seed/tables
         return self._scalar
 
     @property
@@ -35,7 +35,7 @@ class SeedTorchDtype:
 
 
 class SeedTorchTypes(TypeSystem):
-    """The part of a ``torch`` type system the seed's mapping examples use."""
+    """The part of a ``torch`` type system the tables of examples/seed/tables use."""
 
     name = "torch"
 

@@ -112,7 +112,7 @@ def test_17_readme_graph_is_the_example_file_and_reads_without_warnings():
     warnings = []
     graph = load_graph(str(path), warnings=warnings)
     assert warnings == [] and sorted(graph.ops) == ["matmul", "param", "relu", "t"]
-    # the design's text as written still warns, as the README says
+    # examples/seed/pytorch_single_layer.yaml writes ports as a mapping and still warns, as the README says
     seed = []
     load_graph(str(ROOT / "examples" / "seed" / "pytorch_single_layer.yaml"), warnings=seed)
     assert seed and "ports are written as a mapping" in seed[0]

@@ -35,7 +35,7 @@ def seed_graph():
     return load_graph(SEED / "pytorch_single_layer.yaml")
 
 
-# --------------------------------------------------------------------------- the seed's examples
+# --------------------------------------------------------------------------- the tables of examples/seed/tables
 
 
 def test_seed_one_op_rule_makes_the_tensorflow_matmul():
@@ -61,7 +61,8 @@ def test_seed_subgraph_rule_as_written():
     t = load_table(SEED / "tables" / "convert_t_matmul.yaml", trusted=True)
     g = seed_graph()
     report = apply_table(g, t, registry())
-    assert report.rules[0].matches == 0 and report.rules[0].skipped == 0  # t feeds in1 in the seed's graph
+    # t feeds in1 in examples/seed/pytorch_single_layer.yaml
+    assert report.rules[0].matches == 0 and report.rules[0].skipped == 0
     assert "matmul" in g.ops and "t" in g.ops
     # where t feeds in0 it matches, but the rule does not say where matmul's readers go: containment skips it
     g2 = seed_graph()

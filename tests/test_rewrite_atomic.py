@@ -122,3 +122,57 @@ def test_graph_atomic_keeps_changes_of_a_block_that_ends_well():
             g.ops["relu"].type = "Relu"
             g.add_op("Relu", "relu")  # a name in use: refused, and the type change before it is undone
     assert g.ops["relu"].type == "Block"
+
+
+def test_plan_stage_port_type_expression_error_changes_nothing():
+    fails_and_leaves_graph("""\
+r:
+  src: {ops: {$r: {type: Relu}}}
+  dst: {ops: {$r: {type: ReLU, input_ports: [{features: "${no_such_dtype}"}]}}}
+""", "no_such_dtype")
+
+
+def test_plan_stage_meta_expression_error_changes_nothing():
+    fails_and_leaves_graph("""\
+r:
+  src: {ops: {$r: {type: Relu}}}
+  dst: {ops: {$r: {type: ReLU, meta: {note: "${[][1]}"}}}}
+""", "IndexError")
+
+
+def test_commit_stage_edge_to_a_missing_port_changes_nothing():
+    # the new op is created before the edge end naming a port relu does not have is resolved
+    fails_and_leaves_graph("""\
+r:
+  src: {ops: {$r: {type: Relu}}}
+  dst:
+    ops: {n: {type: ReLU}}
+    edges: [$r.nothing -> n.features, n.activations -> $r.y]
+""", r"op 'relu' has no port 'nothing'")
+
+
+def test_a_rewrite_that_makes_a_cycle_changes_nothing():
+    # the rewrite itself succeeds; the sort after the rule's pass finds the cycle and the rule is undone
+    fails_and_leaves_graph("""\
+loop:
+  src: {ops: {$r: {type: Relu}}}
+  dst:
+    ops: {$r: {}}
+    edges: [$r.y -> $r.x]
+""", r"made a cycle: relu -> relu", dst="amanda/toy/1")
+
+
+def test_a_rule_that_fails_at_its_second_match_undoes_the_first():
+    g = toy_chain()
+    second = g.add_op("Relu", "relu2", inputs=["x"], outputs=["y"], sources=[g.ops["add"].output_ports["y"]])
+    g.connect(second.output_ports["y"], g.add_output_port("out2"))
+    before = g.copy()
+    rules = """\
+r:
+  src: {ops: {$r: {type: Relu}}}
+  dst: {ops: {$r: {type: ReLU, attrs: {k: "${1 // (0 if r.name == 'relu2' else 1)}"}}}}
+"""
+    with pytest.raises(MappingError, match=r"ops relu2\).*ZeroDivisionError"):
+        apply_table(g, table(rules), registry())
+    assert g == before, g.diff(before)
+    assert g.ops["relu"].type == "Relu" and g.ops["relu"].namespace is None

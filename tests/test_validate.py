@@ -20,7 +20,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "schemas"
 
 
 class MiniTF(TypeSystem):
-    """Just enough of a ``tf`` type system for the seed schema."""
+    """Just enough of a ``tf`` type system for examples/schemas/tensorflow-1.13.1.yaml."""
 
     name = "tf"
 
@@ -105,11 +105,13 @@ def test_namespace_override_and_unknown_namespace(registry):
 
 def test_fill_defaults(registry):
     g = seed_tf_graph()
-    del g.ops["dense/kernel"].attrs["container"]
-    del g.ops["dense/MatMul"].attrs["transpose_b"]
+    g.ops["dense/kernel"].del_attr("container")
+    g.ops["dense/MatMul"].del_attr("transpose_b")
+    version = g.version
     assert fill_defaults(g, registry) == []
     assert g.ops["dense/kernel"].attrs["container"] == ""
     assert g.ops["dense/MatMul"].attrs["transpose_b"] is False
+    assert g.version > version  # the defaults went in through the IR: caches keyed on the version see them
 
 
 def test_composite_op_without_schema_is_a_warning_and_body_is_checked(registry):

@@ -9,7 +9,8 @@ Order, fixed and documented so that the same table gives the same graph every ti
 3. an op is rewritten by at most one match per pass of a rule: ops a rewrite created or updated are not matched
    again by the same pass (``repeat: true`` runs passes until one rewrites nothing);
 4. after each rule every graph it touched is checked for cycles; a rule that made one fails with its name and
-   the ops involved;
+   the ops involved, and a rule that fails in a graph (a cycle, or an error of one of its rewrites) leaves that
+   graph as it was before the rule (its passes run inside ``Graph.atomic``);
 5. ``carry: unchanged`` then moves every op no rule took to the target namespace if its op schema is the same
    in both namespaces (how version-to-version tables need rules only for ops that changed);
 6. a graph whose ops are all in the target namespace takes that namespace.
@@ -20,7 +21,7 @@ from __future__ import annotations
 __all__ = ["ApplyReport", "Candidate", "RuleReport", "Converter", "apply_table", "explaining_rules", "op_namespace"]
 
 from collections import Counter
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any, Collection, Iterator, Sequence
@@ -305,32 +306,41 @@ class Converter:
                     rr: RuleReport) -> bool:
         """Apply one rule to every graph; True if it rewrote anything."""
         anchors = _anchor_types(rule)
+        keeps = keeps_only(rule)
         changed = False
         for g, inherited in graphs:
             if anchors is not None and not anchors & self._types(g).keys():
                 continue  # no op of the anchor's type here: nothing can match
-            passes = 0
-            touched = False
-            while True:
-                passes += 1
-                rewrote = self._pass(g, inherited, table, rule, src_spec, dst_ns, dst_schema, family_same, rr)
-                touched |= rewrote
-                if not rule.repeat or not rewrote or passes > len(g) + 1:
-                    break
-            if not touched:
-                continue
-            changed = True
-            if keeps_only(rule):
-                continue  # it moved ops to the target namespace and changed no edge: no cycle to look for
-            try:
-                g.topological_order()
-            except GraphCycleError as e:
-                names = list(e.ops)
-                by_rule = [n for n in names if n in g.ops and g.ops[n].provenance == (table.name, rule.name)]
-                raise MappingError(f"the rule's rewrites made a cycle: {' -> '.join(names + names[:1])}"
-                                   + (f" (created by this rule: {', '.join(by_rule)})" if by_rule else ""),
-                                   table.name, rule.name, names) from None
+            # a rule that fails in this graph (a rewrite's error, a cycle its rewrites made) leaves it as it was
+            # before the rule; a rule that only moves ops to the target namespace can neither fail nor make a cycle
+            with nullcontext() if keeps else g.atomic():
+                if self._apply_rule_to(g, inherited, table, rule, src_spec, dst_ns, dst_schema, family_same, rr,
+                                       keeps):
+                    changed = True
         return changed
+
+    def _apply_rule_to(self, g: Graph, inherited: str | None, table: MappingTable, rule: Rule,
+                       src_spec: NamespaceSpec, dst_ns: str, dst_schema: NamespaceSchema | None, family_same: bool,
+                       rr: RuleReport, keeps: bool) -> bool:
+        passes = 0
+        touched = False
+        while True:
+            passes += 1
+            rewrote = self._pass(g, inherited, table, rule, src_spec, dst_ns, dst_schema, family_same, rr)
+            touched |= rewrote
+            if not rule.repeat or not rewrote or passes > len(g) + 1:
+                break
+        if not touched or keeps:
+            return touched
+        try:
+            g.topological_order()
+        except GraphCycleError as e:
+            names = list(e.ops)
+            by_rule = [n for n in names if n in g.ops and g.ops[n].provenance == (table.name, rule.name)]
+            raise MappingError(f"the rule's rewrites made a cycle: {' -> '.join(names + names[:1])}"
+                               + (f" (created by this rule: {', '.join(by_rule)})" if by_rule else ""),
+                               table.name, rule.name, names) from None
+        return True
 
     def _types(self, g: Graph) -> dict[str | None, list[Op]]:
         """Ops of ``g`` by type in topological order, kept until the graph changes."""

@@ -214,7 +214,7 @@ def _check_attrs(op: Op, s: OpSchema, schema: NamespaceSchema, registry: Namespa
         if a.required:
             problems.append(Problem(f"missing required attribute {a.name!r} ({a.type})", path, t))
         elif fill and a.default is not None:
-            op.attrs[a.name] = _fresh(a.default)
+            op.set_attr(a.name, _fresh(a.default))
 
 
 def _allowed(value: Any, allowed: tuple[Any, ...]) -> bool:
