@@ -8,6 +8,11 @@ the names differ, by position.  Outputs are matched by name, then by position.  
 the largest absolute difference, that difference relative to the largest magnitude in the reference output, and
 the tolerance it was held to: ``|candidate - reference| <= atol + rtol * |reference|`` element by element (numpy's
 ``allclose``), or bit for bit with ``exact``.
+
+Layouts are matched by name: when a conversion changed the layout of a graph input or output (a channels-last
+TF model made from a channels-first one, :mod:`amanda_core.ir.layout`), each side is fed its own layout (the
+input values transposed by the permutation the converted graph records) and its outputs are transposed back
+before they are compared.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import attrs
 
 from .errors import AmandaError
 from .ir.graph import Graph
+from .ir.layout import format_perm, io_layouts
 
 
 @attrs.define
@@ -64,6 +70,8 @@ class CheckReport:
     given: list[str]
     outputs: list[OutputComparison]
     tolerance: str
+    layouts: list[str] = attrs.field(factory=list)
+    """How inputs and outputs were transposed because a side records another layout (``amanda.input_layout``)."""
 
     @property
     def ok(self) -> bool:
@@ -74,7 +82,8 @@ class CheckReport:
                 "candidate_runner": self.candidate_runner, "seed": self.seed,
                 "inputs": {k: shape for k, (_, shape) in self.inputs.items()},
                 "input_dtypes": {k: dt for k, (dt, _) in self.inputs.items()}, "given_inputs": self.given,
-                "outputs": [o.to_json() for o in self.outputs], "tolerance": self.tolerance, "match": self.ok}
+                "outputs": [o.to_json() for o in self.outputs], "tolerance": self.tolerance, "match": self.ok,
+                "layouts": list(self.layouts)}
 
     def lines(self) -> list[str]:
         made = [k for k in self.inputs if k not in self.given]
@@ -85,6 +94,7 @@ class CheckReport:
         if self.given:
             where.append(f"given: {', '.join(self.given)}")
         out = [f"inputs {shapes} ({'; '.join(where) or 'none'})"]
+        out += [f"  layout: {note}" for note in self.layouts]
         out += [f"  {o.describe()}" for o in self.outputs]
         runners = self.reference_runner if self.reference_runner == self.candidate_runner else \
             f"{self.reference_runner} / {self.candidate_runner}"
@@ -257,11 +267,46 @@ def compare_graphs(reference: Graph, candidate: Graph, *, reference_name: str = 
     else:
         raise AmandaError(f"the models take different inputs: {ref_label} {', '.join(inputs) or 'none'}, "
                           f"{cand_label} {', '.join(names_c) or 'none'}")
+    notes: list[str] = []
+    ref_in, ref_out = io_layouts(reference)
+    cand_in, cand_out = io_layouts(candidate)
+    for ref_name, cand_name in zip(list(inputs), list(cand_inputs)):  # (the reference is fed its own layout)
+        if ref_in.get(ref_name) is None and cand_in.get(cand_name) is None:
+            continue
+        back = _inverse(ref_in.get(ref_name))  # the values in the layout of the model both were made from
+        canonical = _permuted(inputs[ref_name], back, f"{ref_label} input {ref_name!r} (in the source's layout)",
+                              notes)
+        cand_inputs[cand_name] = _permuted(canonical, cand_in.get(cand_name), f"{cand_label} input {cand_name!r}",
+                                           notes)
     out_ref = _run(run_ref, reference, inputs, ref_label)
     out_cand = _run(run_cand, candidate, cand_inputs, cand_label)
+    out_ref = [(n, _permuted(v, ref_out.get(n), f"{ref_label} output {n!r} (transposed back)", notes))
+               for n, v in out_ref]
+    out_cand = [(n, _permuted(v, cand_out.get(n), f"{cand_label} output {n!r} (transposed back)", notes))
+                for n, v in out_cand]
     rows = [_compare(na, a, nb, b, rtol, atol, exact)
             for na, a, nb, b in _pair_outputs(out_ref, out_cand, (ref_label, cand_label))]
     shapes = {k: (str(np.asarray(v).dtype), list(np.asarray(v).shape)) for k, v in inputs.items()}
     tol = "bit for bit" if exact else f"rtol {rtol:g}, atol {atol:g}"
     return CheckReport(reference_name, candidate_name, run_ref.name, run_cand.name, seed, shapes,
-                       [k for k in inputs if k in given], rows, tol)
+                       [k for k in inputs if k in given], rows, tol, notes)
+
+
+def _inverse(perm: list[int] | None) -> list[int] | None:
+    return None if perm is None else [perm.index(i) for i in range(len(perm))]
+
+
+def _permuted(value: Any, perm: list[int] | None, what: str | None, notes: list[str]) -> Any:
+    """``value`` transposed by ``perm`` (as is without one); ``what`` names it in ``notes`` and in the error when
+    its rank is not the permutation's."""
+    import numpy as np
+
+    if perm is None or perm == list(range(len(perm))):
+        return value
+    array = np.asarray(value)
+    if array.ndim != len(perm):
+        raise AmandaError(f"{what or 'a value'} has rank {array.ndim}, but its recorded layout is the permutation "
+                          f"{format_perm(perm)} of {len(perm)} axes")
+    if what is not None:
+        notes.append(f"{what} transposed by {format_perm(perm)}")
+    return np.ascontiguousarray(np.transpose(array, perm))

@@ -79,9 +79,12 @@ def record_provenance(args: argparse.Namespace, result: Any) -> None:
     a re-export without ``--to`` leaves the model as it was."""
     if not getattr(args, "to", None):
         return
+    from ..ir.layout import layout_record
     from ..lock import attach_provenance, provenance
 
-    attach_provenance(result.graph, provenance(result, result.source))
+    record = provenance(result, result.source)
+    record.update(layout_record(result.graph))  # (a layout pass moved the interface: amanda check reads it)
+    attach_provenance(result.graph, record)
 
 
 def provenance_info(graph: Any) -> dict[str, Any] | None:

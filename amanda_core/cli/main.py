@@ -48,6 +48,7 @@ from ..ir.tensor import tensor_nbytes  # noqa: E402
 EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_ERROR = 2
+LAYOUTS = ("channels-first", "channels-last")
 
 
 def _registry() -> Any:
@@ -483,7 +484,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
             result = convert(graph, target, tables, reg.namespaces, include_tags=wanted,
                              exclude_tags=_excluded_tags(args), allow_partial=True, copy=False,
                              passes=registered_passes(), foreign=bool(args.to),
-                             infer=None if args.no_infer_types else _inferer_of(reg))
+                             infer=None if args.no_infer_types else _inferer_of(reg),
+                             pass_options=_layout_options(args))
     except ConversionError as e:
         if str(e).startswith("no chain of mapping tables"):
             source = graph.namespace
@@ -499,6 +501,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
         raise
     out = result.graph
     _sync_opset_attrs(out)
+    _layouts_taken(args, result)
     if result.unconverted and not args.allow_partial:
         _explain_so_far(result, args, tables)
         left = result.unconverted
@@ -532,9 +535,50 @@ def cmd_convert(args: argparse.Namespace) -> int:
     if approx_ops:
         approx_note = f"; {approx_ops} op(s) by approximate decompositions (--allow-approximate)"
     print(f"{args.input_model}: {chain}: {n_ops} ops{inferred}{approx_note}; wrote {', '.join(written)}")
+    _say_layouts(args, out)
     if args.check:
-        return _check_files(args, args.input_model, written[0], inputs=inputs, outputs=outputs)
+        from ..ir.layout import io_layouts
+
+        return _check_files(args, args.input_model, written[0], inputs=inputs, outputs=outputs,
+                            candidate_layouts=io_layouts(out)[0])
     return EXIT_OK
+
+
+def _layout_options(args: argparse.Namespace) -> dict[str, str]:
+    """``--input-layout`` / ``--output-layout`` as the graph passes' options ``input_layout``/``output_layout``."""
+    return {k: v for k, v in (("input_layout", getattr(args, "input_layout", None)),
+                              ("output_layout", getattr(args, "output_layout", None))) if v}
+
+
+def _layouts_taken(args: argparse.Namespace, result: Any) -> None:
+    """A layout option no graph pass of the conversion took is an error, before anything is written."""
+    from ..plugin.passes import registered_passes
+
+    for key, value in _layout_options(args).items():
+        if result.options_taken.get(key):
+            continue
+        flag = "--" + key.replace("_", "-")
+        able = [f"{p.name} (after {', '.join(p.tables)})" for p in registered_passes() if key in p.options]
+        chain = " -> ".join([s.table.name for s in result.steps]) or "no table"
+        raise AmandaError(f"{flag} {value}: no graph pass of this conversion ({chain}) moves the layout of the "
+                          f"model's {key.split('_')[0]}s; nothing was written (passes that do: "
+                          f"{', '.join(able) or 'none installed'})")
+
+
+def _say_layouts(args: argparse.Namespace, graph: Graph) -> None:
+    """Which inputs and outputs take another layout than the source model's (what --check feeds each side)."""
+    from ..ir.layout import format_perm, io_layouts
+
+    ins, outs = io_layouts(graph)
+    for kind, found in (("input", ins), ("output", outs)):
+        for name, perm in found.items():
+            print(f"layout: input {name} takes the source model's data transposed by {format_perm(perm)}"
+                  if kind == "input" else
+                  f"layout: output {name} transposed by {format_perm(perm)} is the source model's output")
+        asked = getattr(args, f"{kind}_layout", None)
+        if asked and not found:
+            print(f"note: --{kind}-layout {asked}: no {kind} changed layout (it is the source model's already, or "
+                  f"no {kind} is read or made by a transpose of the layout pass)")
 
 
 def _is_known_family(reg: Any, name: str) -> bool:
@@ -804,14 +848,28 @@ def _dims(items: Sequence[str] | None) -> dict[str, int]:
 
 
 def _check_files(args: argparse.Namespace, reference: str, candidate: str, *, inputs: Any = None,
-                 outputs: Any = None) -> int:
-    """Load both models, each from its own file (external data beside it), run and compare them."""
+                 outputs: Any = None, candidate_layouts: Any = None) -> int:
+    """Load both models, each from its own file (external data beside it), run and compare them.  ``--input``
+    specs describe the reference; the candidate gets them in the layout it records (``candidate_layouts``: the
+    input permutations, when the caller knows them before loading it)."""
     from ..check import compare_graphs, read_input_data
 
     dims = _dims(args.dim)
     data = read_input_data(args.input_data or ())
     ref = load_model(reference, inputs=inputs, outputs=outputs, lenient=True)
-    cand = load_model(candidate, inputs=inputs, outputs=outputs, lenient=True)
+    cand_specs = _permuted_specs(inputs, candidate_layouts) if candidate_layouts else inputs
+    try:
+        cand = load_model(candidate, inputs=cand_specs, outputs=outputs, lenient=True)
+    except AmandaError:
+        if not inputs or candidate_layouts is not None or not os.path.exists(candidate):
+            raise
+        from ..ir.layout import io_layouts
+
+        cand = load_model(candidate, outputs=outputs, lenient=True)  # a file states its inputs: in which layout?
+        if not io_layouts(cand)[0]:
+            raise
+        cand = load_model(candidate, inputs=_permuted_specs(inputs, io_layouts(cand)[0]), outputs=outputs,
+                          lenient=True)
     report = compare_graphs(ref, cand, reference_name=reference, candidate_name=candidate, seed=args.seed,
                             dims=dims, rtol=args.rtol, atol=args.atol, exact=args.exact, input_data=data)
     if args.json:
@@ -820,6 +878,19 @@ def _check_files(args: argparse.Namespace, reference: str, candidate: str, *, in
         for line in report.lines():
             print(line)
     return EXIT_OK if report.ok else EXIT_INVALID
+
+
+def _permuted_specs(specs: Any, layouts: Any) -> Any:
+    """``--input`` specs with each shape transposed by the layout its input records (by name)."""
+    import attrs
+
+    out = []
+    for spec in specs or ():
+        perm = layouts.get(spec.name)
+        if perm is not None and spec.shape is not None and len(spec.shape) == len(perm):
+            spec = attrs.evolve(spec, shape=tuple(spec.shape[p] for p in perm))
+        out.append(spec)
+    return out if specs is not None else None
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -920,6 +991,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also use decompositions that are exact only up to floating-point rounding (rules tagged "
                         "approximate; --explain names each and its worst-case difference)")
     p.add_argument("--explain", action="store_true", help="print what each rule matched and produced")
+    p.add_argument("--input-layout", choices=LAYOUTS, metavar="LAYOUT",
+                   help="channels-first or channels-last: the layout the converted model's image inputs take, "
+                        "where a layout pass of the conversion can move the transposes at its inputs (a TF model "
+                        "made from a torch or ONNX one takes NHWC with channels-last; an ONNX or torch model made "
+                        "from a TF one takes NCHW with channels-first); default: the source model's")
+    p.add_argument("--output-layout", choices=LAYOUTS, metavar="LAYOUT",
+                   help="the same for the outputs that a transpose at the end only reorders (default: the source "
+                        "model's)")
     from .explain_rule import add_explain_rule_option
 
     add_explain_rule_option(p)

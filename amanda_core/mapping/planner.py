@@ -20,7 +20,7 @@ __all__ = ["Step", "Conversion", "ConversionError", "plan", "convert", "interpre
            "exclude_tables"]
 
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import attrs
 
@@ -52,6 +52,10 @@ class Step:
     """Other tables that lead from ``src`` to ``dst`` too, which this one was chosen over."""
     reason: str = ""
     """Why this table was chosen over them (empty when it was the only one)."""
+    detour: tuple[MappingTable, ...] = ()
+    """For a step between two families: the shortest chain of other tables between the same namespaces (through
+    a third family: torch -> ONNX -> TF beside a direct torch -> TF table), which this step was chosen over for
+    being shorter."""
     ahead: bool = False
     """A table that goes ahead of the chain (:attr:`MappingTable.ahead`): it converts the ops it has rules for
     where they stand, and leaves the rest to the chain."""
@@ -73,6 +77,8 @@ class Conversion:
     """The namespace the graph was in before the conversion."""
     passes_before: list[tuple[int, str, str]] = attrs.field(factory=list)
     """Graph passes that ran before a table (``GraphPass.before``): (index of the step, pass name, summary)."""
+    options_taken: dict[str, list[str]] = attrs.field(factory=dict)
+    """Each pass option given to the conversion, and the passes that ran that took it."""
 
     def explain(self) -> str:
         """Per table and rule: how many matches each rewrote and which ops it produced."""
@@ -87,6 +93,11 @@ class Conversion:
             if step is not None and step.over:
                 others = ", ".join(f"{t.name} ({_origin(t)})" for t in step.over)
                 lines.append(f"  chosen ({_origin(step.table)}) over {others}: {step.reason}")
+            if step is not None and step.detour:
+                way = " -> ".join(t.name for t in step.detour)
+                lines.append(f"  chosen ({_origin(step.table)}) over the chain {way} ({len(step.detour)} tables "
+                             f"between the same namespaces): one table is fewer (the planner takes the chain of "
+                             f"fewest tables; --exclude-table {step.table.name} takes the longer one)")
             idle = sum(1 for r in report.rules if not r.matches and not r.skipped)
             for r in report.rules:
                 if not r.matches and not r.skipped:
@@ -124,8 +135,25 @@ def _leads_to(table: MappingTable, target: str, registry: NamespaceRegistry) -> 
 
 def plan(source: str, target: str, tables: Sequence[MappingTable], registry: NamespaceRegistry | None = None
          ) -> list[Step]:
-    """The shortest chain of ``tables`` from namespace ``source`` to ``target`` (empty if they are the same)."""
+    """The shortest chain of ``tables`` from namespace ``source`` to ``target`` (empty if they are the same).
+    A step between two families records the longer chain it was chosen over, if any (:attr:`Step.detour`)."""
     registry = registry or NamespaceRegistry()
+    steps = _shortest(source, target, tables, registry)
+    for i, step in enumerate(steps):
+        if _same_family(step.src, step.dst):
+            continue
+        direct = {id(step.table)} | {id(t) for t in step.over}
+        try:
+            other = _shortest(step.src, step.dst, [t for t in tables if id(t) not in direct], registry)
+        except ConversionError:
+            continue
+        if other:
+            steps[i] = attrs.evolve(step, detour=tuple(s.table for s in other))
+    return steps
+
+
+def _shortest(source: str, target: str, tables: Sequence[MappingTable], registry: NamespaceRegistry
+              ) -> list[Step]:
     if _same(source, target):
         return []
     ordered = order_tables(tables)
@@ -271,12 +299,15 @@ def _same_family(a: str, b: str) -> bool:
 def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry: NamespaceRegistry | None = None,
             *, include_tags: Sequence[str] = (), exclude_tags: Sequence[str] = (), allow_partial: bool = False,
             copy: bool = True, passes: Sequence[GraphPass] = (), foreign: bool = True,
-            infer: Callable[[Graph, str], Any] | None = None) -> Conversion:
+            infer: Callable[[Graph, str], Any] | None = None,
+            pass_options: Mapping[str, Any] | None = None) -> Conversion:
     """Convert ``graph`` to namespace ``target`` through the shortest chain of ``tables``.
 
-    ``passes`` run after the tables they name.  ``infer(graph, namespace)``, when given, runs after each table that
-    lands in another family, before the next table: the values the ops it made carry are typed by the new family's
-    own inference (a TF -> ONNX table leaves ONNX values untyped that ONNX -> torch rules need the rank of).
+    ``passes`` run after the tables they name, each given the ``pass_options`` it declares (``GraphPass.options``;
+    :attr:`Conversion.options_taken` says which were given to a pass that ran).  ``infer(graph, namespace)``,
+    when given, runs after each table that lands in another family, before the next table: the values the ops it
+    made carry are typed by the new family's own inference (a TF -> ONNX table leaves ONNX values untyped that
+    ONNX -> torch rules need the rank of).
 
     With ``foreign``, ops in a namespace nobody registers (a custom ONNX domain such as
     ``amanda/onnx/com.microsoft/1``) are first converted into the graph's namespace by the shortest chain of tables
@@ -313,15 +344,16 @@ def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry:
     reports = []
     ran: list[tuple[int, str, str]] = []
     early: list[tuple[int, str, str]] = []
+    taken: dict[str, list[str]] = {}
     for i, step in enumerate(steps):
         for graph_pass in passes:
             if graph_pass.before and step.table.name in graph_pass.tables:
-                early.append((i, graph_pass.name, _run_pass(graph_pass, work, step, "before")))
+                early.append((i, graph_pass.name, _run_pass(graph_pass, work, step, "before", pass_options, taken)))
         reports.append(converter.apply(work, step.table, src=step.src, dst=step.dst, include_tags=include_tags,
                                        exclude_tags=exclude_tags))
         for graph_pass in passes:
             if not graph_pass.before and step.table.name in graph_pass.tables:
-                ran.append((i, graph_pass.name, _run_pass(graph_pass, work, step, "after")))
+                ran.append((i, graph_pass.name, _run_pass(graph_pass, work, step, "after", pass_options, taken)))
         if infer is not None and i + 1 < len(steps) and not step.ahead and not _same_family(step.src, step.dst):
             try:
                 typed = infer(work, step.dst)
@@ -334,7 +366,7 @@ def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry:
     if problems:
         raise ConversionError(f"the converted graph is broken: {'; '.join(problems[:5])}")
     left = unconverted_ops(work, target_ns, registry) if steps else []  # no step: nothing was asked to change
-    result = Conversion(work, target_ns, steps, reports, left, ran, source, early)
+    result = Conversion(work, target_ns, steps, reports, left, ran, source, early, taken)
     if left and not allow_partial:
         total = sum(n for _, _, n, _ in left)
         lines = [f"{n} x {t} ({ns or 'no namespace'}), e.g. {', '.join(names)}" for t, ns, n, names in left]
@@ -348,9 +380,14 @@ def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry:
     return result
 
 
-def _run_pass(graph_pass: GraphPass, graph: Graph, step: Step, when: str) -> str:
+def _run_pass(graph_pass: GraphPass, graph: Graph, step: Step, when: str,
+              options: Mapping[str, Any] | None = None, taken: dict[str, list[str]] | None = None) -> str:
+    given = {k: v for k, v in (options or {}).items() if k in graph_pass.options}
+    if taken is not None:
+        for k in given:
+            taken.setdefault(k, []).append(graph_pass.name)
     try:
-        return str(graph_pass.run(graph))
+        return str(graph_pass.run(graph, **given))
     except AmandaError:
         raise
     except Exception as e:

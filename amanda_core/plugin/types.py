@@ -220,10 +220,16 @@ class GraphPass:
     ``--explain``.  It runs after every table named in ``tables`` (a table's ``name``, or the ``part_of`` name of
     tables written in parts), in the order passes were registered; with ``before``, it runs before each of them
     instead (a structure the table's rules cannot read, rewritten into one they can: ONNX control flow whose
-    branches read outer values by name becomes torch's, whose blocks take them as inputs)."""
+    branches read outer values by name becomes torch's, whose blocks take them as inputs).
+
+    ``options`` names the keyword options ``run`` takes (``input_layout``, ``output_layout``: the layout the
+    converted graph's inputs and outputs should take, ``amanda convert --input-layout``): a conversion given
+    options passes each pass those it names, and a pass raises :class:`~amanda_core.errors.AmandaError` for a value
+    it cannot honour."""
 
     name: str
     tables: tuple[str, ...]
-    run: Callable[[Graph], str]
+    run: Callable[..., str]
     description: str = ""
     before: bool = False
+    options: tuple[str, ...] = ()

@@ -25,14 +25,15 @@ counts those left (nested graphs included).
 
 from __future__ import annotations
 
-__all__ = ["optimize", "count_transposes", "LayoutReport", "to_onnx", "tf_to_onnx_tables"]
+__all__ = ["optimize", "count_transposes", "LayoutReport", "to_onnx", "tf_to_onnx_tables", "run_pass"]
 
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from amanda_core import Graph, Op
+from amanda_core import AmandaError, Graph, Op
+from amanda_core.ir.layout import format_perm, record_input_layout, record_output_layout
 
 _UNARY = {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Neg", "Abs", "Sqrt", "Floor", "Ceil", "Erf", "Softplus",
           "Softsign", "Selu", "Sin", "Cos", "Reciprocal", "Sign", "Round", "Not", "IsNaN", "Elu", "LeakyRelu",
@@ -576,14 +577,18 @@ def _is_transpose(port: Any, perm: list[int]) -> bool:
     return prod is not None and prod.type == "Transpose" and list(prod.attrs["perm"]) == perm
 
 
-def optimize(graph: Graph, *, channels_first_inputs: bool = False) -> LayoutReport:
+def optimize(graph: Graph, *, channels_first_inputs: bool = False, channels_first_outputs: bool = False
+             ) -> LayoutReport:
     """Remove the transposes of ``graph`` (an ``amanda/onnx`` graph) that can go, in place, nested graphs
     included; returns what was done.
 
     With ``channels_first_inputs``, a graph input read only by transposes of one permutation (NHWC -> NCHW) takes
     that layout itself: its type becomes the permuted one, the transposes go, and the model's metadata records it
     (``model_metadata_props``: ``amanda.input_layout.<input>`` = the permutation applied, ``"0,3,1,2"``), so a
-    caller feeding it permutes its data first.
+    caller feeding it permutes its data first.  With ``channels_first_outputs``, each graph output fed by a
+    transpose (NCHW -> NHWC) gives the transpose's input instead (``amanda.output_layout.<output>`` = the
+    permutation that gives the old output, ``"0,2,3,1"``).  Both are also recorded with
+    :func:`amanda_core.ir.layout.record_input_layout` (and ``record_output_layout``), which ``amanda check`` reads.
     """
     from .control import tf_control_to_onnx
 
@@ -600,6 +605,8 @@ def optimize(graph: Graph, *, channels_first_inputs: bool = False) -> LayoutRepo
 
 
 def _inputs_channels_first(graph: Graph, report: LayoutReport) -> None:
+    if channels_first_outputs:
+        _outputs_channels_first(graph, report)
     from amanda_onnx.typesystem import OnnxTypeSystem
 
     types = OnnxTypeSystem()
@@ -621,14 +628,39 @@ def _inputs_channels_first(graph: Graph, report: LayoutReport) -> None:
             graph.replace_all_uses(r.output_ports[0], port)
             graph.remove_op(r)
             report.count("inputs made channels-first")
-        props = list(graph.attrs.get("model_metadata_props") or [])
-        props.append({"key": f"amanda.input_layout.{port.name}", "value": ",".join(str(p) for p in perm)})
-        graph.attrs["model_metadata_props"] = props
+        _say_layout(graph, "input", port.name, record_input_layout(graph, port.name, perm))
+
+
+def _say_layout(graph: Graph, kind: str, name: str, perm: list[int]) -> None:
+    """The model's ``metadata_props`` entry ``amanda.<kind>_layout.<name>`` (for whoever feeds the ONNX model)."""
+    key = f"amanda.{kind}_layout.{name}"
+    props = [p for p in (graph.attrs.get("model_metadata_props") or []) if not (isinstance(p, dict)
+                                                                                  and p.get("key") == key)]
+    props.append({"key": key, "value": format_perm(perm)})
+    graph.attrs["model_metadata_props"] = props
+
+
+def _outputs_channels_first(graph: Graph, report: LayoutReport) -> None:
+    """Each graph output fed by a transpose gives the transpose's input (the layout of the ops before it)."""
+    for port in graph.output_ports:
+        t = _producer(port)
+        if t is None or t.type != "Transpose" or t.graph is not graph:
+            continue
+        perm = [int(p) for p in t.attrs["perm"]]
+        src = t.input_ports[0].source
+        if src is None:
+            continue
+        graph.connect(src, port, replace=True)
+        port.dtype = src.dtype if src.dtype is not None else None
+        if not t.output_ports[0].consumers:
+            graph.remove_op(t)
+        report.count("outputs left channels-first")
+        _say_layout(graph, "output", port.name, record_output_layout(graph, port.name, perm))
 
 
 def to_onnx(graph: Graph, registry: Any = None, *, target: str = "amanda/onnx/18", layout: bool = True,
-            allow_partial: bool = False, channels_first_inputs: bool = False
-            ) -> tuple[Graph, LayoutReport | None]:
+            allow_partial: bool = False, channels_first_inputs: bool = False,
+            channels_first_outputs: bool = False) -> tuple[Graph, LayoutReport | None]:
     """Convert an ``amanda/tensorflow`` graph to ONNX with the registered tables (``tf-to-onnx``, then the opset
     tables to ``target``) and run the layout pass (``channels_first_inputs``: see :func:`optimize`); returns the
     new graph and the pass's report.
@@ -655,7 +687,8 @@ def to_onnx(graph: Graph, registry: Any = None, *, target: str = "amanda/onnx/18
             from .control import tf_control_to_onnx
 
             return tf_control_to_onnx(g).summary()
-        reports.append(optimize(g, channels_first_inputs=channels_first_inputs))
+        reports.append(optimize(g, channels_first_inputs=channels_first_inputs,
+                                channels_first_outputs=channels_first_outputs))
         return reports[-1].summary()
 
     conversion = convert(graph, target, tables, namespaces, allow_partial=allow_partial,
@@ -673,6 +706,18 @@ def fold_summary(graph: Graph) -> str:
     from .fold import fold_constants
 
     return f"{fold_constants(graph)} op(s) computing from constants alone folded"
+def run_pass(graph: Graph, input_layout: str | None = None, output_layout: str | None = None) -> str:
+    """The ``tf-layout`` graph pass (after ``tf-to-onnx``): :func:`optimize`, and its summary.  ``input_layout`` /
+    ``output_layout`` (``amanda convert --input-layout``): ``"channels-first"`` moves the interface to ONNX's
+    layout (``channels_first_inputs``/``channels_first_outputs``); ``"channels-last"`` is TF's, which the pass keeps
+    without it."""
+    for what, value in (("input", input_layout), ("output", output_layout)):
+        if value not in (None, "channels-first", "channels-last"):
+            raise AmandaError(f"tf-layout: {what} layout {value!r} is not channels-first or channels-last")
+    return optimize(graph, channels_first_inputs=input_layout == "channels-first",
+                    channels_first_outputs=output_layout == "channels-first").summary()
+
+
 
 
 def tf_to_onnx_tables() -> list[Any]:

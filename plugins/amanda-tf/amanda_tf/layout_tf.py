@@ -38,7 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from amanda_core import Graph, Op
+from amanda_core import AmandaError, Graph, Op
+from amanda_core.ir.layout import record_input_layout, record_output_layout
 
 _UNARY = {"Relu", "Relu6", "Elu", "Selu", "Sigmoid", "Tanh", "Exp", "Expm1", "Log", "Log1p", "Neg", "Abs", "Sqrt",
           "Rsqrt", "Square", "Floor", "Ceil", "Rint", "Round", "Erf", "Erfc", "Softplus", "Softsign", "Sin", "Cos",
@@ -431,9 +432,7 @@ class _Pass:
                 self.g.remove_op(r)
                 self.drop_if_unused(old)
             self.report.count("inputs made channels-last")
-            layouts = dict(self.g.attrs.get("amanda.input_layout") or {})
-            layouts[port.name] = ",".join(str(p) for p in perm)
-            self.g.attrs["amanda.input_layout"] = layouts
+            record_input_layout(self.g, port.name, perm)
 
     def outputs_channels_last(self) -> None:
         """Each graph output fed by a transpose gives the transpose's input instead (the graph's
@@ -452,9 +451,7 @@ class _Pass:
                 self.g.remove_op(t)
                 self.drop_if_unused(old)
             self.report.count("outputs left channels-last")
-            layouts = dict(self.g.attrs.get("amanda.output_layout") or {})
-            layouts[port.name] = ",".join(str(p) for p in perm)
-            self.g.attrs["amanda.output_layout"] = layouts
+            record_output_layout(self.g, port.name, perm)
 
     def run(self) -> None:
         from .fold import fold_constants
@@ -497,6 +494,13 @@ def optimize(graph: Graph, *, channels_last_inputs: bool = False, channels_last_
     return report
 
 
-def run_pass(graph: Graph) -> str:
-    """The ``tf-layout-nhwc`` graph pass (after ``onnx-to-tf``): :func:`optimize`, and its summary."""
-    return optimize(graph).summary()
+def run_pass(graph: Graph, input_layout: str | None = None, output_layout: str | None = None) -> str:
+    """The ``tf-layout-nhwc`` graph pass (after ``onnx-to-tf``): :func:`optimize`, and its summary.
+    ``input_layout`` / ``output_layout`` (``amanda convert --input-layout``): ``"channels-last"`` moves the
+    interface to TensorFlow's layout (``channels_last_inputs``/``channels_last_outputs``); ``"channels-first"`` is
+    ONNX's, which the pass keeps without it."""
+    for what, value in (("input", input_layout), ("output", output_layout)):
+        if value not in (None, "channels-first", "channels-last"):
+            raise AmandaError(f"tf-layout-nhwc: {what} layout {value!r} is not channels-first or channels-last")
+    return optimize(graph, channels_last_inputs=input_layout == "channels-last",
+                    channels_last_outputs=output_layout == "channels-last").summary()

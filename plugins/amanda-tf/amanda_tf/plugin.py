@@ -90,10 +90,10 @@ def amanda_mapping_tables() -> list[Any]:
     return sorted(TABLES.glob("*.yaml"))
 
 
-def _layout(graph: Any) -> str:
-    from .layout import optimize
+def _layout(graph: Any, **options: Any) -> str:
+    from .layout import run_pass
 
-    return optimize(graph).summary()
+    return run_pass(graph, **options)
 
 
 def _fold(graph: Any) -> str:
@@ -120,16 +120,22 @@ def amanda_graph_passes() -> list[GraphPass]:
             GraphPass(name="tf-fold-constants", tables=("tf-to-onnx",), run=_fold, before=True,
                       description="folds the ops that compute from constants alone (Keras' frozen batch norm "
                                   "statistics, reshaped biases) into Const ops"),
-            GraphPass(name="tf-layout", tables=("tf-to-onnx",), run=_layout,
+            GraphPass(name="tf-layout", tables=("tf-to-onnx",), run=_layout, options=_LAYOUT_OPTIONS,
                       description="TF control flow as ONNX If/Loop, then removes the transposes the TF -> ONNX "
-                                  "table leaves around channels-last ops"),
+                                  "table leaves around channels-last ops (--input-layout/--output-layout "
+                                  "channels-first: the ONNX model's interface NCHW too)"),
             GraphPass(name="onnx-control-to-tf", tables=("onnx-to-tf",), run=_onnx_control_to_tf, before=True,
                       description="ONNX If/Loop as StatelessIf/StatelessWhile whose functions take what they read"),
             GraphPass(name="tf-function-types", tables=("onnx-to-tf",), run=_tf_function_types,
                       description="function signatures of converted control flow in TF types"),
             GraphPass(name="tf-layout-nhwc", tables=("onnx-to-tf",), run=lazy("amanda_tf.layout_tf:run_pass"),
+                      options=_LAYOUT_OPTIONS,
                       description="removes the transposes the ONNX -> TF tables leave around channels-last ops "
-                                  "(docs/tensorflow.md, \"Layout, the other way\")")]
+                                  "(docs/tensorflow.md, \"Layout, the other way\"; --input-layout/--output-layout "
+                                  "channels-last: the TF model's interface NHWC too)")]
+
+
+_LAYOUT_OPTIONS = ("input_layout", "output_layout")
 
 
 def _onnx_control_to_tf(graph: Any) -> str:
