@@ -600,13 +600,13 @@ def optimize(graph: Graph, *, channels_first_inputs: bool = False, channels_firs
         _Pass(g, report).run()
     if channels_first_inputs:
         _inputs_channels_first(graph, report)
+    if channels_first_outputs:
+        _outputs_channels_first(graph, report)
     report.transposes_after = count_transposes(graph)
     return report
 
 
 def _inputs_channels_first(graph: Graph, report: LayoutReport) -> None:
-    if channels_first_outputs:
-        _outputs_channels_first(graph, report)
     from amanda_onnx.typesystem import OnnxTypeSystem
 
     types = OnnxTypeSystem()
@@ -701,11 +701,6 @@ def to_onnx(graph: Graph, registry: Any = None, *, target: str = "amanda/onnx/18
 _TABLES: list[Any] = []
 
 
-def fold_summary(graph: Graph) -> str:
-    """The ``tf-fold-constants`` pass (before ``tf-to-onnx``): :func:`amanda_tf.fold.fold_constants`."""
-    from .fold import fold_constants
-
-    return f"{fold_constants(graph)} op(s) computing from constants alone folded"
 def run_pass(graph: Graph, input_layout: str | None = None, output_layout: str | None = None) -> str:
     """The ``tf-layout`` graph pass (after ``tf-to-onnx``): :func:`optimize`, and its summary.  ``input_layout`` /
     ``output_layout`` (``amanda convert --input-layout``): ``"channels-first"`` moves the interface to ONNX's
@@ -718,6 +713,11 @@ def run_pass(graph: Graph, input_layout: str | None = None, output_layout: str |
                     channels_first_outputs=output_layout == "channels-first").summary()
 
 
+def fold_summary(graph: Graph) -> str:
+    """The ``tf-fold-constants`` pass (before ``tf-to-onnx``): :func:`amanda_tf.fold.fold_constants`."""
+    from .fold import fold_constants
+
+    return f"{fold_constants(graph)} op(s) computing from constants alone folded"
 
 
 def tf_to_onnx_tables() -> list[Any]:
