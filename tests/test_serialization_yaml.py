@@ -345,3 +345,18 @@ def test_an_attribute_named_type_beside_the_op_type():
     g2 = roundtrip(g)
     assert g2.ops["o"].type == "Optional" and g2.ops["o"].attrs == {"type": "tensor(float)"}
     assert g2.ops["untyped"].type is None and g2.ops["untyped"].attrs == {"type": "seq(tensor(int64))"}
+
+
+def test_iter_tensors_finds_tensors_of_nested_graphs_and_their_attributes():
+    from amanda_core.serialization import iter_tensors
+
+    top_w, op_w, body_w, branch_w, branch_op_w = (np.full(2, float(i), np.float32) for i in range(5))
+    branch = Graph(attrs={"init": branch_w})
+    branch.add_op("Const", "inner", attrs={"value": branch_op_w}, outputs=["y"])
+    g = Graph("amanda/toy/1", {"w": top_w})
+    g.add_op("If", "cond", attrs={"then_branch": branch, "value": op_w}, outputs=["y"])
+    holder = g.add_op("Block", "holder", outputs=["y"])
+    body = Graph(attrs={"w": body_w})
+    holder.set_body(body)
+    found = {id(t) for t in iter_tensors(g)}
+    assert found == {id(top_w), id(op_w), id(body_w), id(branch_w), id(branch_op_w)}

@@ -204,8 +204,9 @@ def iter_tensors(graph: Graph) -> Iterator[Any]:
             for x in v.values():
                 yield from visit(x)
 
-    for v in graph.attrs.values():
-        yield from visit(v)
-    for op in graph.walk():
-        for v in op.attrs.values():
+    for g in [graph] + [n.graph for n in graph.nested_graphs()]:
+        for v in g.attrs.values():
             yield from visit(v)
+        for op in g:
+            for v in op.attrs.values():
+                yield from visit(v)
