@@ -148,3 +148,37 @@ def test_dtype_helpers_go_through_the_type_systems():
     assert lib["dtype_name"]("float64") == "float64"
     with pytest.raises(ValueError, match="cannot tell the element type"):
         lib["dtype_name"]("not-a-dtype")
+
+
+def test_torch_series_tables_agree_with_torch():
+    torch = pytest.importorskip("torch")
+    mask = ac.cumulative_mask(3, 1)
+    assert mask.shape == (3, 3, 1) and mask[:, :, 0].tolist() == [[True, False, False], [True, True, False],
+                                                                    [True, True, True]]
+    x = torch.randn(4, 6, dtype=torch.float64)
+    for n in (10, 11, 4, 1):
+        for norm in (None, "backward", "ortho", "forward"):
+            got = x.numpy() @ ac.real_irfft_matrix(6, n, norm)
+            np.testing.assert_allclose(got, torch.fft.irfft(x, n, norm=norm).numpy(), atol=1e-12)
+            got = x.numpy() @ ac.real_irfft_matrix(6, n, norm, hermitian=True)
+            np.testing.assert_allclose(got, torch.fft.hfft(x, n, norm=norm).numpy(), atol=1e-12)
+    with pytest.raises(ValueError, match="norm"):
+        ac.real_irfft_matrix(6, 4, "other")
+    t = torch.arange(60).reshape(3, 4, 5)
+    idx = ac.flat_roll_indices([3, 4, 5], [1, -2, 3], [0, 2, 0])
+    assert np.array_equal(t.flatten().numpy()[idx], torch.roll(t, [1, -2, 3], [0, 2, 0]).numpy())
+    # bit for bit, both halves of torch's kernel (a plain float32 product and sum differs in the last bit)
+    for start, end, steps in [(0, 10, 101), (-3.3, 7.1, 33), (1.5, 2.25, 1000), (2, 2, 5), (1, 4, 1)]:
+        assert np.array_equal(ac.torch_linspace(start, end, steps), torch.linspace(start, end, steps).numpy())
+
+
+@pytest.mark.parametrize("size,k,s,p,d", [(6, 3, 2, 0, 1), (7, 3, 2, 1, 1), (5, 2, 2, 0, 1), (9, 3, 3, 1, 2),
+                                          (4, 1, 3, 0, 1)])
+def test_ceil_pool_pads_give_torchs_ceil_mode_size(size, k, s, p, d):
+    torch = pytest.importorskip("torch")
+    want = torch.nn.functional.max_pool1d(torch.zeros(1, 1, size), k, s, p, d, ceil_mode=True).shape[-1]
+    pads = ac.ceil_pool_pads([size], [k], [s], [p], [d])
+    if pads is None:  # the end padding ONNX would need reaches the kernel size
+        assert (want - 1) * s + d * (k - 1) + 1 - (size + p) >= k
+        return
+    assert pads[0] == p and (size + pads[0] + pads[1] - d * (k - 1) - 1) // s + 1 == want

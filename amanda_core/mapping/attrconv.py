@@ -742,6 +742,92 @@ def unsqueezed(value: Any, dim: int) -> np.ndarray:
     return np.expand_dims(arr, normalize_axis(dim, arr.ndim + 1))
 
 
+# --------------------------------------------------------------------------- torch -> ONNX: series, spectra, pooling
+# (constant tables for cumulative ops, real DFTs, shifts, histogram edges and ceil-mode pooling)
+
+__all__ += ["cumulative_mask", "real_irfft_matrix", "flat_roll_indices", "torch_linspace", "ceil_pool_pads"]
+
+
+def cumulative_mask(n: int, trailing: int = 0) -> np.ndarray:
+    """The ``(n, n)`` boolean table ``j <= i`` (row i: the positions a cumulative op's output i reads), with
+    ``trailing`` axes of size 1 after it, so it broadcasts over the axes after the scanned one."""
+    i = np.arange(int(n))
+    return (i[None, :] <= i[:, None]).reshape((int(n), int(n)) + (1,) * int(trailing))
+
+
+def real_irfft_matrix(m: int, n: int, norm: str | None = None, hermitian: bool = False) -> np.ndarray:
+    """The ``(m, n)`` float64 matrix ``M`` with ``x @ M == torch.fft.irfft(x, n, norm=norm)`` for a *real* ``x``
+    of ``m`` values on the transformed axis (``hermitian``: ``torch.fft.hfft``, the same sum scaled the other
+    way).  The half spectrum ``x`` is read as ``n // 2 + 1`` values (cut, or padded with zeros); each value
+    ``0 < k < n/2`` stands for itself and its mirror ``n - k``, so it counts twice: ``M[k, t] = c_k cos(2 pi k t /
+    n) * scale``.  ``norm``: None/"backward", "ortho" or "forward", as torch reads them."""
+    m, n = int(m), int(n)
+    if n < 1 or m < 1:
+        raise ValueError(f"a real inverse DFT of {m} values to {n}")
+    modes = {None: 0, "backward": 0, "ortho": 1, "forward": 2}
+    if norm not in modes:
+        raise ValueError(f"unknown DFT norm {norm!r}")
+    k = np.arange(min(m, n // 2 + 1))
+    t = np.arange(n)
+    weight = np.where((k == 0) | (2 * k == n), 1.0, 2.0)
+    table = np.zeros((m, n))
+    table[: len(k)] = weight[:, None] * np.cos(2.0 * np.pi * np.outer(k, t) / n)
+    mode = modes[norm]
+    if hermitian:  # hfft scales by 1, 1/sqrt(n), 1/n where irfft scales by 1/n, 1/sqrt(n), 1
+        mode = 2 - mode
+    return table * [1.0 / n, 1.0 / np.sqrt(n), 1.0][mode]
+
+
+def flat_roll_indices(shape: Sequence[int], shifts: Sequence[int], dims: Sequence[int]) -> np.ndarray:
+    """For ``torch.roll(x, shifts, dims)`` of a tensor of static ``shape``: the index into the flattened input of
+    each output element, shaped like the output (a Gather of the flattened input by it is the roll; a dim named
+    twice rolls twice, as torch does)."""
+    shape = [int(v) for v in shape]
+    index = np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)
+    for shift, dim in zip(shifts, dims):
+        index = np.roll(index, int(shift), axis=normalize_axis(int(dim), len(shape)))
+    return index
+
+
+def torch_linspace(start: Any, end: Any, steps: int, dtype: str = "float32") -> np.ndarray:
+    """``torch.linspace(start, end, steps)`` as torch's CPU kernel computes it, in the arithmetic of ``dtype``: the
+    step ``(end - start) / (steps - 1)``, then ``start + i step`` for the first ``steps // 2`` values and
+    ``end - (steps - 1 - i) step`` for the rest (so both ends are exact), each a fused multiply-add (rounded once)
+    for float32, as the compiled kernel does it."""
+    steps = int(steps)
+    kind = np.dtype(dtype).type
+    a, b = kind(start), kind(end)
+    if steps == 1:
+        return np.asarray([a], dtype=dtype)
+    step = kind((b - a) / kind(steps - 1))
+    i = np.arange(steps)
+    half = steps // 2
+    wide = np.float64 if np.dtype(dtype).itemsize < 8 else np.dtype(dtype).type  # float32 products are exact here
+    low = wide(a) + wide(step) * i.astype(wide)
+    high = wide(b) - wide(step) * (steps - 1 - i).astype(wide)
+    return np.where(i < half, low, high).astype(dtype)
+
+
+def ceil_pool_pads(sizes: Sequence[int], kernel: Sequence[int], stride: Sequence[int], padding: Sequence[int],
+                   dilation: Sequence[int]) -> list[int] | None:
+    """ONNX ``pads`` with which a floor-mode MaxPool gives torch's ``ceil_mode=True`` max pooling over spatial
+    ``sizes``: torch's output size (the last window must start inside the input or its left padding), reached by
+    padding the end of each axis further (padded places never win a max).  None when that extra padding would
+    reach the kernel size (ONNX Runtime refuses such pads)."""
+    begin, end = [], []
+    for size, k, s, p, d in zip(sizes, kernel, stride, padding, dilation):
+        span = d * (k - 1) + 1
+        out = -(-(size + 2 * p - span) // s) + 1
+        if (out - 1) * s >= size + p:
+            out -= 1
+        extra = max(0, (out - 1) * s + span - (size + 2 * p))
+        if (size + 2 * p + extra - span) // s + 1 != out or p + extra >= k or p >= k:
+            return None
+        begin.append(p)
+        end.append(p + extra)
+    return begin + end
+
+
 # --------------------------------------------------------------------------- end of framework -> ONNX conversions
 
 
