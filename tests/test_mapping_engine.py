@@ -291,6 +291,30 @@ def test_variadic_groups_and_optional_ports():
     assert g.ops["d"].type == "Identity" and g.ops["d"].input_ports["input"].source is cat.output_ports["output"]
 
 
+def test_edges_to_an_optional_port_the_op_lacks_carry_nothing():
+    t = table(TOY_TO_OTHER + """\
+    dropout:
+      src: {ops: {$d: {type: Dropout, input_ports: [$x], output_ports: [$y, $m?]}}}
+      dst:
+        ops: {n: {type: Identity}, k: {type: Identity}}
+        edges: [$d.$x -> n.input, n.output -> $d.$y, $d.$x -> k.input, k.output -> $d.$m]
+""")
+    for with_mask in (False, True):
+        g = Graph("amanda/toy/1")
+        x = g.add_input_port("x")
+        d = g.add_op("Dropout", "d", inputs=["x"], outputs=["y", "mask"] if with_mask else ["y"])
+        g.connect(x, d.input_ports["x"])
+        g.connect(d.output_ports["y"], g.add_output_port("y"))
+        if with_mask:
+            g.connect(d.output_ports["mask"], g.add_output_port("mask"))
+        apply_table(g, t, registry())
+        assert "d" not in g.ops and g.output_ports["y"].source is g.ops["n"].output_ports["output"]
+        if with_mask:
+            assert g.output_ports["mask"].source is g.ops["k"].output_ports["output"]
+        else:
+            assert not g.ops["k"].output_ports["output"].consumers
+
+
 def test_control_edges_are_carried_to_the_new_ops():
     t = table(TOY_TO_OTHER + """\
     relu:

@@ -204,6 +204,8 @@ class _Applier:
             raise self.fail(f"edge end {ref} names no op of the match or the mapper")
         op = found
         schema = self.ctx.src_schema_of(op) if op in self.removed_set else self.dst_schema(op.type)
+        if ref.port_var is not None and ref.port_var not in self.m.ports:
+            return [None]  # an optional port ($p? in the matcher) the op lacks: carries nothing
         if ref.port_var is not None:
             ports: list[Port] = [self.m.ports[ref.port_var]]
         elif ref.group:
@@ -235,6 +237,8 @@ class _Applier:
         op = self.m.ops[ref.op]
         kept = op not in self.removed_set
         schema = self.dst_schema(op.type) if kept else self.ctx.src_schema_of(op)
+        if ref.port_var is not None and ref.port_var not in self.m.ports:
+            return []  # an optional port ($p? in the matcher) the op lacks: nothing to feed or read
         if ref.port_var is not None:
             ports: list[Port] = [self.m.ports[ref.port_var]]
         elif ref.group:
@@ -274,7 +278,8 @@ class _Applier:
                 continue
             schema = self.ctx.src_schema_of(op)
             if e.dst.port_var is not None:
-                carried.add(id(self.m.ports[e.dst.port_var]))
+                if e.dst.port_var in self.m.ports:  # else an optional port the op lacks
+                    carried.add(id(self.m.ports[e.dst.port_var]))
             elif e.dst.group:
                 carried.update(id(p) for p in group_ports(op, e.dst.port, "out", schema))
             else:
@@ -607,6 +612,8 @@ class _Applier:
                     if f"{e.src.port}_{i}" not in op.output_ports:
                         op.add_output_port(f"{e.src.port}_{i}")
                 sources = self.source_of(e.src)
+            if not targets and e.dst.port_var is not None and e.dst.port_var not in self.m.ports:
+                continue  # to an optional port the op lacks: nothing reads it
             if len(sources) != len(targets):
                 raise self.fail(f"edge {e}: {len(sources)} source(s) for {len(targets)} target(s)")
             for src, (kind, tgt) in zip(sources, targets):
