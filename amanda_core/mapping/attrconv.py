@@ -745,7 +745,8 @@ def unsqueezed(value: Any, dim: int) -> np.ndarray:
 # --------------------------------------------------------------------------- torch -> ONNX: series, spectra, pooling
 # (constant tables for cumulative ops, real DFTs, shifts, histogram edges and ceil-mode pooling)
 
-__all__ += ["cumulative_mask", "real_irfft_matrix", "flat_roll_indices", "torch_linspace", "ceil_pool_pads"]
+__all__ += ["cumulative_mask", "real_irfft_matrix", "flat_roll_indices", "torch_linspace", "ceil_pool_pads",
+            "torch_avg_pool_plan"]
 
 
 def cumulative_mask(n: int, trailing: int = 0) -> np.ndarray:
@@ -826,6 +827,47 @@ def ceil_pool_pads(sizes: Sequence[int], kernel: Sequence[int], stride: Sequence
         begin.append(p)
         end.append(p + extra)
     return begin + end
+
+
+def torch_avg_pool_plan(sizes: Sequence[int], kernel: Sequence[int], stride: Sequence[int], padding: Sequence[int],
+                        ceil_mode: bool = False, count_include_pad: bool = True,
+                        divisor_override: int | None = None) -> dict[str, Any] | None:
+    """torch's average pooling over spatial ``sizes`` as a zero Pad, an ONNX AveragePool without pads (the window
+    sum over its size) and a product with a constant: ``{"pads": [b1.., e1..], "scale": array}`` where ``scale`` (of
+    the output's spatial shape, float64) is the kernel size over torch's divisor at each place -- the window clipped
+    to the padded input (``count_include_pad``), to the input itself, or ``divisor_override``.  ``ceil_mode`` sizes
+    the output as torch does (the last window starts inside the input or its left padding).  None when the sizes
+    give no output."""
+    begin, end, divisors = [], [], []
+    total = 1
+    for size, k, s, p in zip(sizes, kernel, stride, padding):
+        size, k, s, p = int(size), int(k), int(s), int(p)
+        total *= k
+        if ceil_mode:
+            out = -(-(size + 2 * p - k) // s) + 1
+            if (out - 1) * s >= size + p:
+                out -= 1
+        else:
+            out = (size + 2 * p - k) // s + 1
+        if out < 1:
+            return None
+        extra = max(0, (out - 1) * s + k - (size + 2 * p))
+        if (size + 2 * p + extra - k) // s + 1 != out:
+            return None
+        start = np.arange(out) * s - p
+        stop = np.minimum(start + k, size + p)
+        padded = stop - start
+        inside = np.minimum(stop, size) - np.maximum(start, 0)
+        begin.append(p)
+        end.append(p + extra)
+        divisors.append(padded if count_include_pad else np.maximum(inside, 1))
+    if divisor_override:
+        divisor = np.full([len(d) for d in divisors], float(divisor_override))
+    else:
+        divisor = np.ones([1] * 0)
+        for d in divisors:
+            divisor = np.multiply.outer(divisor, d.astype(np.float64))
+    return {"pads": begin + end, "scale": total / divisor}
 
 
 # --------------------------------------------------------------------------- end of framework -> ONNX conversions
