@@ -992,6 +992,53 @@ def onnx_pad_pairs(pads: Any, rank: int, axes: Any = None) -> np.ndarray | None:
     return out
 
 
+# --------------------------------------------------------------------------- ONNX Attention, op by op
+
+__all__ += ["attention_dims"]
+
+
+def attention_dims(op: Any, dtype_of: Callable[[Any], Any] = value_dtype) -> dict[str, Any] | None:
+    """The sizes of an ONNX ``Attention`` op whose Q, K, V (and past_key, attn_mask when fed) have static shapes, as
+    the reference reads them; None when a shape is unknown or they do not fit together.  Keys: ``rank`` (3 or 4),
+    ``q4``/``k4``/``v4`` (the 4-D shapes before the head axis moves: a 3-D input's ``[batch, seq, heads, size]``, a
+    4-D input's own), ``perm`` (the permutation to ``[batch, heads, seq, size]`` and back), ``hq``/``hk`` (heads),
+    ``groups`` (query heads per key head), ``sq`` (query length), ``past``, ``total`` (past + new keys), ``mask``
+    (the mask's shape or None) and ``scale_root`` (the square root of the scale, rounded to the input's element
+    type: the reference scales Q and K by it, each)."""
+    def shape(name: str) -> list[int] | None:
+        return static_shape(op.input_ports[name], dtype_of) if port_fed(op, name) else None
+
+    attrs = op.attrs
+    q, k, v = shape("Q"), shape("K"), shape("V")
+    if q is None or k is None or v is None or len(q) not in (3, 4) or len(k) != len(q) or len(v) != len(q):
+        return None
+    if len(q) == 4:
+        hq, hk = q[1], k[1]
+        q4, k4, v4 = list(q), list(k), list(v)
+        sq, skv, dq = q[2], k[2], q[3]
+    else:
+        hq, hk = attrs.get("q_num_heads"), attrs.get("kv_num_heads")
+        if not hq or not hk or q[2] % hq or k[2] % hk or v[2] % hk:
+            return None
+        q4, k4, v4 = [q[0], q[1], hq, q[2] // hq], [k[0], k[1], hk, k[2] // hk], [v[0], v[1], hk, v[2] // hk]
+        sq, skv, dq = q[1], k[1], q[2] // hq
+    if hq % hk:
+        return None
+    past = 0
+    if port_fed(op, "past_key"):
+        pk = shape("past_key")
+        if pk is None or len(pk) != 4:
+            return None
+        past = pk[2]
+    mask = shape("attn_mask")
+    scale = attrs.get("scale")
+    scale = 1.0 / np.sqrt(dq) if scale is None else float(scale)
+    elem = value_elem(op.input_ports["Q"], dtype_of) or "float32"
+    return {"rank": len(q), "q4": q4, "k4": k4, "v4": v4, "perm": [0, 1, 2, 3] if len(q) == 4 else [0, 2, 1, 3],
+            "hq": hq, "hk": hk, "groups": hq // hk, "sq": sq, "past": past, "total": past + skv, "mask": mask,
+            "scale_root": float(np.asarray(np.sqrt(scale), dtype=elem))}
+
+
 def tf_nhwc_perm(rank: int, to_nhwc: bool = True) -> np.ndarray:
     """The int32 ``perm`` of a TensorFlow Transpose from channels-first to channels-last (``to_nhwc``) or back."""
     return np.asarray(perm_to_nhwc(rank) if to_nhwc else perm_to_nchw(rank), np.int32)
@@ -1322,7 +1369,7 @@ def library_for(type_systems: TypeSystemRegistry | None) -> dict[str, Callable[.
         return dtype
 
     lib["value_dtype"] = any_value_dtype
-    for helper in (port_shape, port_rank, static_shape, value_elem):
+    for helper in (port_shape, port_rank, static_shape, value_elem, attention_dims):
         lib[helper.__name__] = functools.partial(helper, dtype_of=any_value_dtype)
     def tensor_type_of(value: Any, shape: Sequence[Any] | None = None, system: str = "onnx") -> str | None:
         """The port dtype text, in type system ``system``, of a tensor whose element type is that of the tensor at
