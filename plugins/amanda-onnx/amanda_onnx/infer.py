@@ -31,7 +31,18 @@ def infer_types(graph: Graph) -> int:
     """Give untyped node outputs of ``graph``, and those typed with an element type only (``tensor(float)``, as a
     rule types the ops it makes), at every level (the bodies of ``If``/``Loop``/``Scan`` too), the types onnx's
     shape inference finds for them; returns how many it typed.  Raises :class:`InferenceError`
-    when inference fails (an inconsistent model), leaving the graph as it was."""
+    when inference fails (an inconsistent model), leaving the graph as it was.  When every node output is typed
+    already (a model that states its ``value_info``), or untyped only where it feeds a graph output of a static
+    tensor type, inference is not run: those outputs take that type, initializers theirs from their tensors."""
+    settled = _settled(graph)
+    if settled is not None:
+        # every node output is typed already (a model written with its value_info), or is a graph output of a
+        # static type (which inference keeps as it is): inference would add nothing more
+        for q, dtype in settled:
+            q.dtype = dtype
+        return len(settled) + sum(_type_initializer(op) for op in _ops(graph)
+                                  if op.type == INITIALIZER and op.namespace is None)
+
     import onnx
 
     from .dtypes import dtype_from_type_proto
@@ -66,6 +77,39 @@ def infer_types(graph: Graph) -> int:
                 q.dtype = dtype
                 typed += 1
     return typed
+
+
+def _settled(graph: Graph) -> list[tuple[Any, str]] | None:
+    """When inference cannot tell more than the graph says: the untyped node outputs with the type each gets
+    (the static tensor type of a top-level graph output it feeds); None when some output needs inference."""
+    if not graph.output_ports:
+        return None
+    static: dict[int, str | None] = {}
+    for gp in graph.output_ports:
+        src, dtype = gp.source, gp.dtype
+        if src is not None:  # (a value that is two graph outputs: left to inference)
+            ok = id(src) not in static and isinstance(dtype, str) and _static_tensor(dtype)
+            static[id(src)] = dtype if ok else None
+    out: list[tuple[Any, str]] = []
+    for op in _ops(graph):
+        if op.namespace is None and op.type in STRUCTURAL_TYPES and op.type != OUTER_VALUE:
+            continue  # initializers are typed from their tensors; other structural ops are never typed
+        for q in op.output_ports:
+            if q.dtype is not None and not _rank_unknown(q.dtype):
+                continue
+            dtype = static.get(id(q)) if q.graph is graph else None
+            if dtype is None or (q.dtype is not None and not _refines(q.dtype, dtype)):
+                return None
+            out.append((q, dtype))
+    return out
+
+
+def _static_tensor(dtype: str) -> bool:
+    """``tensor(<elem>)[d0,d1,...]`` with every dimension a number (``tensor(float)[]`` too)."""
+    if not dtype.startswith("tensor(") or not dtype.endswith("]") or "[" not in dtype:
+        return False
+    dims = dtype[dtype.index("[") + 1:-1]
+    return all(d.strip().isdigit() for d in dims.split(",")) if dims else True
 
 
 def _value_types(gp: Any, found: dict[str, Any]) -> None:

@@ -92,3 +92,35 @@ def test_re_export_does_not_infer(tmp_path, capsys):
     assert "inferred" not in capsys.readouterr().out
     assert onnx.load(out).SerializeToString(deterministic=True) == onnx.load(src).SerializeToString(
         deterministic=True)
+
+
+def typed_model(batch="N"):
+    """Add of an initializer and Relu, with the intermediate value's type in value_info and the output's type."""
+    w = numpy_helper.from_array(np.array([0.5, 1.5], np.float32), "w")
+    nodes = [helper.make_node("Add", ["x", "w"], ["a"], name="add"),
+             helper.make_node("Relu", ["a"], ["y"], name="relu")]
+    g = helper.make_graph(nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 2])], [w],
+                          value_info=[helper.make_tensor_value_info("a", TensorProto.FLOAT, [batch, 2])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_a_model_typed_throughout_is_not_inferred_again(monkeypatch):
+    """When every node output is typed, or untyped only where it is a graph output of a static type, onnx's
+    inference is not run: initializers are typed from their tensors, those outputs by the graph output's type,
+    as inference types them."""
+    calls = []
+    real = onnx.shape_inference.infer_shapes
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", lambda *a, **k: calls.append(1) or real(*a, **k))
+    dynamic = amanda_onnx.load_model(typed_model())  # the output's type has a symbolic size: inference runs
+    assert amanda_onnx.infer_types(dynamic) == 2 and calls == [1]
+    graph = amanda_onnx.load_model(typed_model(3))
+    before = {op.name: [q.dtype for q in op.output_ports] for op in graph}
+    assert before == {"w": [None], "add": ["tensor(float)[3,2]"], "relu": [None]}
+    assert amanda_onnx.infer_types(graph) == 2 and calls == [1]
+    assert {op.name: [q.dtype for q in op.output_ports] for op in graph} == \
+        {"w": ["tensor(float)[2]"], "add": ["tensor(float)[3,2]"], "relu": ["tensor(float)[3,2]"]}
+    assert {op.name: [q.dtype for q in op.output_ports] for op in dynamic} == \
+        {"w": ["tensor(float)[2]"], "add": ["tensor(float)[N,2]"], "relu": ["tensor(float)[N,2]"]}
+    assert amanda_onnx.infer_types(graph) == 0 and calls == [1]
+    assert amanda_onnx.infer_types(amanda_onnx.load_model(untyped_model())) == 4 and calls == [1, 1]
