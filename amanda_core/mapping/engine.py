@@ -55,13 +55,19 @@ class Candidate:
     reason: MissReason | None = None
 
 
+def _counter() -> Counter[str]:
+    """An empty Counter without the call of ``Counter.__init__`` (which only counts what it is given): a report is
+    made for each rule of each table applied, and most rules of a large table match nothing."""
+    return Counter.__new__(Counter)
+
+
 @attrs.define
 class RuleReport:
     table: str
     rule: str
     matches: int = 0
     skipped: int = 0
-    produced: Counter[str] = attrs.field(factory=Counter)
+    produced: Counter[str] = attrs.field(factory=_counter)
     removed: int = 0
     examples: list[str] = attrs.field(factory=list)
     candidates: list[Candidate] | None = None
@@ -549,6 +555,8 @@ def _select(rules: list[Rule], include: Sequence[str], exclude: Sequence[str]) -
     """Untagged rules always apply; with ``include`` tags given, a tagged rule applies only if it has one of them;
     a rule with an ``exclude`` tag never applies; a rule with an opt-in tag (:data:`OPT_IN_TAGS`) applies only if
     ``include`` names that tag (naming one does not restrict the other rules)."""
+    if not include and not exclude:  # the usual case: every rule but the opt-in ones
+        return [r for r in rules if not (r.tags and OPT_IN_TAGS.intersection(r.tags))]
     inc, exc = set(include), set(exclude)
     general = inc - OPT_IN_TAGS
     out = []

@@ -20,6 +20,7 @@ __all__ = ["Step", "Conversion", "ConversionError", "plan", "convert", "interpre
            "exclude_tables"]
 
 from collections import deque
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import attrs
@@ -187,6 +188,7 @@ def _shortest(source: str, target: str, tables: Sequence[MappingTable], registry
     raise ConversionError(f"no chain of mapping tables leads from {source} to {target}{hint}")
 
 
+@lru_cache(maxsize=1024)
 def _specificity(spec_text: str) -> int:
     """0 for an exact namespace, 1 for a version range, 2 for a whole family."""
     try:
