@@ -7,7 +7,9 @@ Keras 3 writes a frozen batch normalisation as a dozen ops on constants (each st
 input.  Converting each of them by a rule and folding them again in ONNX costs more than the rest of the
 conversion, so :func:`fold_constants` computes them here once, with numpy, in the element type TensorFlow uses:
 
-* shape ops of any element type: ``Reshape``, ``Squeeze``, ``ExpandDims``, ``Transpose``;
+* shape ops of any element type: ``Reshape``, ``Squeeze``, ``ExpandDims``, ``Transpose``, ``ConcatV2``,
+  ``Pack``, ``GatherV2`` (no batch dimensions), and integer ``Range`` (Keras computes the permutations of its
+  ``Softmax`` on another axis and of ``Dense`` on a 3-D input so, which an ONNX ``Transpose`` needs as constants);
 * arithmetic on floats (and ``Add``/``Sub``/``Mul`` on integers, which wrap alike): ``AddV2``, ``Add``, ``Sub``,
   ``Mul``, ``RealDiv``, ``Maximum``, ``Minimum``, ``Neg``, ``Sqrt``, ``Rsqrt``, ``Reciprocal``/``Inv``,
   ``Square``.
@@ -33,7 +35,7 @@ _FLOAT_ONLY: dict[str, Callable[..., Any]] = {
     "Neg": np.negative, "Square": np.square,
 }
 _ANY_NUMBER: dict[str, Callable[..., Any]] = {"AddV2": np.add, "Add": np.add, "Sub": np.subtract, "Mul": np.multiply}
-_SHAPE = {"Reshape", "Squeeze", "ExpandDims", "Transpose"}
+_SHAPE = {"Reshape", "Squeeze", "ExpandDims", "Transpose", "ConcatV2", "Pack", "GatherV2", "Range"}
 
 
 def _const_value(op: Op | None) -> np.ndarray | None:
@@ -71,6 +73,26 @@ def _compute(op: Op, vals: list[np.ndarray]) -> np.ndarray | None:
         if sorted(perm) != list(range(x.ndim)):
             return None
         return np.asarray(np.transpose(x, perm), order="C")
+    if t == "ConcatV2" and len(vals) >= 2 and vals[-1].size == 1 and vals[-1].dtype.kind in "iu":
+        parts = vals[:-1]
+        if any(v.dtype != x.dtype or v.ndim != x.ndim for v in parts) or x.ndim == 0:
+            return None
+        return np.concatenate(parts, axis=int(vals[-1].reshape(-1)[0]))
+    if t == "Pack" and vals:
+        if any(v.dtype != x.dtype or v.shape != x.shape for v in vals):
+            return None
+        return np.stack(vals, axis=int(op.attrs.get("axis", 0)))
+    if (t == "GatherV2" and len(vals) == 3 and not op.attrs.get("batch_dims") and vals[1].dtype.kind in "iu"
+            and vals[2].size == 1):
+        axis = int(vals[2].reshape(-1)[0])
+        if not -x.ndim <= axis < x.ndim or ((vals[1] < 0) | (vals[1] >= x.shape[axis])).any():
+            return None  # (TF's CPU kernel fails on indices out of range)
+        return np.take(x, vals[1], axis=axis)
+    if t == "Range" and len(vals) == 3 and all(v.size == 1 and v.dtype.kind in "iu" for v in vals):
+        start, limit, delta = (int(v.reshape(-1)[0]) for v in vals)
+        if delta == 0:
+            return None
+        return np.arange(start, limit, delta, dtype=x.dtype)
     return None
 
 

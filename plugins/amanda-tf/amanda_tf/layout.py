@@ -597,6 +597,11 @@ def optimize(graph: Graph, *, channels_first_inputs: bool = False, channels_firs
     if control.converted or control.left:
         report.control = control.summary()
     for g in _graphs(graph):
+        if any(op.type == "Transpose" and "perm" not in op.attrs for op in g):
+            # a TF Transpose no rule converted (its permutation computed at run time): left for the conversion
+            # to report by name; the pass reads permutations as constants
+            report.count("graphs left with an unconverted Transpose")
+            continue
         _Pass(g, report).run()
     if channels_first_inputs:
         _inputs_channels_first(graph, report)
@@ -723,9 +728,10 @@ def fold_summary(graph: Graph) -> str:
 def tf_to_onnx_tables() -> list[Any]:
     """The plugin's ``tf_to_onnx*.yaml`` tables, loaded once (they are the plugin's own, so trusted)."""
     if not _TABLES:
-        from amanda_core.mapping import load_table
+        from amanda_core.mapping import load_table, merge_parts
 
         from .plugin import TABLES
 
-        _TABLES.extend(load_table(p, trusted=True) for p in sorted(TABLES.glob("tf_to_onnx*.yaml")))
+        # the parts of table tf-to-onnx, merged in file-name order (tf_to_onnx_weights.yaml's Const rule last)
+        _TABLES.extend(merge_parts(load_table(p, trusted=True) for p in sorted(TABLES.glob("tf_to_onnx*.yaml"))))
     return _TABLES
