@@ -49,6 +49,7 @@ __all__ = [
     "symmetric_pads",
     "torch_pad_order",
     "conv_transpose_padding",
+    "conv_transpose_auto_pads",
     "slice_plan",
     "broadcast_shape",
     "onnx_constant_value",
@@ -439,6 +440,26 @@ def conv_transpose_padding(pads: Sequence[int], output_padding: Sequence[int] | 
         padding.append(int(b))
         out_pad.append(q)
     return padding, out_pad
+
+
+def conv_transpose_auto_pads(spatial: Sequence[int], kernel: Sequence[int], strides: Sequence[int] | None,
+                             dilations: Sequence[int] | None, output_padding: Sequence[int] | None,
+                             output_shape: Sequence[int] | None, auto_pad: str | None) -> list[int]:
+    """The ``[begin..., end...]`` pads of an ONNX ConvTranspose given ``output_shape`` or ``auto_pad`` SAME_*: the
+    total ``stride * (in - 1) + output_padding + (kernel - 1) * dilation + 1 - out`` (``out`` = ``in * stride``
+    without an output_shape) split as ONNX says, the odd one at the end for SAME_UPPER, at the start otherwise (a
+    negative total lengthens the output)."""
+    n = len(spatial)
+    strides = list(strides or [1] * n)
+    dilations = list(dilations or [1] * n)
+    extra = list(output_padding or [0] * n)
+    out = list(output_shape) if output_shape else [int(spatial[i]) * strides[i] for i in range(n)]
+    out = out[-n:]
+    total = [strides[i] * (int(spatial[i]) - 1) + int(extra[i]) + (int(kernel[i]) - 1) * dilations[i] + 1 - int(out[i])
+             for i in range(n)]
+    if auto_pad == "SAME_UPPER":
+        return [t // 2 for t in total] + [t - t // 2 for t in total]
+    return [t - t // 2 for t in total] + [t // 2 for t in total]
 
 
 def slice_plan(shape: Sequence[int], starts: Sequence[int], ends: Sequence[int], axes: Sequence[int] | None = None,
