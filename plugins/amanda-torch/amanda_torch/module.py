@@ -82,14 +82,10 @@ def build_module(program: Program, *, copy: bool = False, tuple_output: bool = F
         env[call.ref.name] = g.create_node("call_function", call.fn, args, kwargs, name=call.ref.name)
     outs = [resolve(v) for _, v, _ in program.outputs]
     g.output(outs[0] if len(outs) == 1 and not tuple_output else tuple(outs))
-    # one compile: the GraphModule is made with its graph; it copies only what the graph reads (a tensor that is
-    # no parameter as a persistent buffer), so it then holds exactly what ``holder`` holds, in the same order:
-    # parameters, buffers (persistent or not), submodules, and plain tensor attributes
-    gm = torch.fx.GraphModule(holder, g, class_name="AmandaModule")
-    for name in list(gm._buffers):
-        del gm._buffers[name]
-    gm._parameters.clear()
-    gm._modules.clear()
+    # the GraphModule is made around an empty graph, so that it copies nothing from ``holder`` (its copies would be
+    # thrown away), then holds exactly what ``holder`` holds, in the same order: parameters, buffers (persistent
+    # or not), submodules, and plain tensor attributes; then it takes its graph and compiles it, once
+    gm = torch.fx.GraphModule(holder, torch.fx.Graph(), class_name="AmandaModule")
     gm._parameters.update(holder._parameters)
     gm._buffers.update(holder._buffers)
     gm._non_persistent_buffers_set.update(holder._non_persistent_buffers_set)
@@ -97,6 +93,7 @@ def build_module(program: Program, *, copy: bool = False, tuple_output: bool = F
     for attr in program.attrs:
         if attr.kind == "constant" and "." not in attr.target:
             gm.__dict__[attr.target] = holder.__dict__[attr.target]
+    gm.graph = g
     gm.meta["amanda_inputs"] = [name for name, _, _ in program.inputs]
     gm.meta["amanda_outputs"] = [name for name, _, _ in program.outputs]
     return gm
