@@ -53,7 +53,7 @@ def extract(reference: Graph, names: list[str], output: str) -> tuple[Graph, dic
     q = src_op.output_ports[port_name]
     out = g.add_output_port("output", q.dtype)
     g.connect(q, out)
-    for op in list(g.ops.values()):
+    for op in reversed(list(g.topological_order())):  # readers first: an op is removed once nothing reads it
         if op not in keep:
             g.remove_op(op)
     for port in list(g.input_ports):
@@ -99,8 +99,8 @@ def write_repro(reference: Graph, report: PerOpReport, inputs: Mapping[str, Any]
         written = save_model(small, os.path.join(tmp, "model.yaml"))
         if exporter is not None:
             ext = next((e for e in exporter.extensions if e != "/"), None)
-            target = os.path.join(tmp, "model" + ext) if ext else os.path.join(tmp, "model") + os.sep
-            written += save_model(small, target)
+            path = os.path.join(tmp, "model" + ext) if ext else os.path.join(tmp, "model") + os.sep
+            written += save_model(small, path)
         np.savez(os.path.join(tmp, "inputs.npz"), **values)
         summary = {"op": d.op, "op_type": d.op_type, "table": d.table, "rule": d.rule,
                    "reference_ops": d.reference_ops, "reference_output": d.reference_port,
