@@ -28,13 +28,17 @@ if importlib.util.find_spec("tensorflow") is None or importlib.util.find_spec("t
     pytest.skip("needs tensorflow and torch", allow_module_level=True)
 
 
+def _path() -> str:
+    return os.pathsep.join([str(ROOT), str(HERE)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+
+
 def amanda(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE)]))
+    env = dict(os.environ, PYTHONPATH=_path())
     return subprocess.run([*AMANDA, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
 
 
 def python(code: str, *args: str) -> str:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE)]), TF_CPP_MIN_LOG_LEVEL="3")
+    env = dict(os.environ, PYTHONPATH=_path(), TF_CPP_MIN_LOG_LEVEL="3")
     r = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=env, capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
