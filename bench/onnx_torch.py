@@ -4,7 +4,8 @@
 
 Every case of ``onnx.backend.test.loader.load_model_tests(kind="node")`` (built in memory) is
 * converted by Amanda (``amanda_onnx.load_model`` + ``infer_types`` -> ``convert(..., "amanda/pytorch")`` with the
-  ONNX opset tables and the ONNX -> torch tables) and run with the torch runner;
+  ONNX opset tables, the ONNX -> torch tables and the registered graph passes, as ``amanda convert`` runs them:
+  ONNX If and Loop become prim::If and prim::Loop before the table) and run with the torch runner;
 * run by onnxruntime;
 * converted by onnx2torch and run, in a child process (onnx2torch imports torchvision, which is not installable
   beside the CPU torch pinned here: the child gives it an empty stand-in, so its NonMaxSuppression and RoiAlign
@@ -149,6 +150,7 @@ def amanda_case(case: Any, tables: list[Any], registry: Any, times: dict[str, fl
     graph-only part."""
     import amanda_onnx
     from amanda_core.mapping import ConversionError, convert
+    from amanda_core.plugin.passes import registered_passes
     from amanda_torch.module import to_module
     from amanda_torch.runner import run
 
@@ -156,7 +158,7 @@ def amanda_case(case: Any, tables: list[Any], registry: Any, times: dict[str, fl
     try:
         graph = amanda_onnx.load_model(case.model)
         amanda_onnx.infer_types(graph)
-        conv = convert(graph, "amanda/pytorch", tables, registry)
+        conv = convert(graph, "amanda/pytorch", tables, registry, passes=registered_passes())
     except ConversionError as e:
         kinds = ", ".join(f"{t}" for t, _, _, _ in e.unconverted) if e.unconverted else str(e).splitlines()[0]
         return "refused", kinds[:200], time.perf_counter() - t0
