@@ -46,6 +46,12 @@ def install_tensor(root: Any, attr: Attr, tensor: Any) -> None:
         setattr(module, leaf, tensor)
 
 
+COPY_LIMIT = 8
+"""Up to this many tensors, a module's GraphModule is made with its graph (one compile, the tensors copied and the
+copies replaced); with more, around an empty graph then given its own (two compiles, the first of an empty
+graph, and nothing copied)."""
+
+
 def build_module(program: Program, *, copy: bool = False, tuple_output: bool = False) -> Any:
     """The ``GraphModule`` that runs ``program``; branches and loop bodies are its submodules."""
     import torch
@@ -82,10 +88,17 @@ def build_module(program: Program, *, copy: bool = False, tuple_output: bool = F
         env[call.ref.name] = g.create_node("call_function", call.fn, args, kwargs, name=call.ref.name)
     outs = [resolve(v) for _, v, _ in program.outputs]
     g.output(outs[0] if len(outs) == 1 and not tuple_output else tuple(outs))
-    # the GraphModule is made around an empty graph, so that it copies nothing from ``holder`` (its copies would be
-    # thrown away), then holds exactly what ``holder`` holds, in the same order: parameters, buffers (persistent
-    # or not), submodules, and plain tensor attributes; then it takes its graph and compiles it, once
-    gm = torch.fx.GraphModule(holder, torch.fx.Graph(), class_name="AmandaModule")
+    # the GraphModule copies from ``holder`` what its graph reads (a tensor that is no parameter as a persistent
+    # buffer), copies thrown away here: it then holds exactly what ``holder`` holds, in the same order:
+    # parameters, buffers (persistent or not), submodules, and plain tensor attributes.  With many tensors it is
+    # made around an empty graph instead (nothing copied) and given its own after: compiling the empty graph
+    # costs about as much as copying COPY_LIMIT tensors
+    few = len(program.attrs) <= COPY_LIMIT
+    gm = torch.fx.GraphModule(holder, g if few else torch.fx.Graph(), class_name="AmandaModule")
+    for name in list(gm._buffers):
+        del gm._buffers[name]
+    gm._parameters.clear()
+    gm._modules.clear()
     gm._parameters.update(holder._parameters)
     gm._buffers.update(holder._buffers)
     gm._non_persistent_buffers_set.update(holder._non_persistent_buffers_set)
@@ -93,7 +106,8 @@ def build_module(program: Program, *, copy: bool = False, tuple_output: bool = F
     for attr in program.attrs:
         if attr.kind == "constant" and "." not in attr.target:
             gm.__dict__[attr.target] = holder.__dict__[attr.target]
-    gm.graph = g
+    if not few:
+        gm.graph = g  # compiled once
     gm.meta["amanda_inputs"] = [name for name, _, _ in program.inputs]
     gm.meta["amanda_outputs"] = [name for name, _, _ in program.outputs]
     return gm
