@@ -37,9 +37,12 @@ class LstmReport:
 
     fused: list[str] = field(default_factory=list)
     left: list[tuple[str, str]] = field(default_factory=list)
+    fused_gru: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         text = f"{len(self.fused)} Keras LSTM loop(s) -> ONNX LSTM"
+        if self.fused_gru:
+            text += f", {len(self.fused_gru)} Keras GRU loop(s) -> ONNX GRU"
         if self.left:
             text += "; left as they are: " + "; ".join(f"{n} ({why})" for n, why in self.left)
         return text
@@ -134,9 +137,161 @@ class _Cell:
     k_bias: int | None
     out_index: str  # "time" (every step kept) or "zero" (the last step only, in slot 0)
     set_item: Op
+    kind: str = "lstm"
+    slices: tuple[Op, ...] = ()  # GRU: the column slices z, r, h of h @ recurrent_kernel (+ recurrent bias)
 
 
 def _read_cell(body: Graph) -> _Cell:
+    """An LSTM cell, else a GRU cell (reset_after: Keras' default); _NoMatch says why it is neither."""
+    try:
+        return _read_lstm_cell(body)
+    except _NoMatch as lstm:
+        try:
+            return _read_gru_cell(body)
+        except _NoMatch as gru:
+            raise _NoMatch(f"not an LSTM ({lstm}) nor a GRU ({gru})") from None
+
+
+def _set_item(body: Graph, outs: list[OutputPort | None]) -> tuple[int, Op]:
+    sets = [(k, p.op) for k, p in enumerate(outs) if p is not None and p.op is not None
+            and p.op.type == "TensorListSetItem"]
+    if len(sets) != 1:
+        raise _NoMatch(f"the body writes {len(sets)} lists (one expected)")
+    k_out, set_item = sets[0]
+    assert set_item is not None
+    if _input_index(body, _src(set_item, 0)) != k_out:
+        raise _NoMatch("the output list is not the loop variable it is written back to")
+    return k_out, set_item
+
+
+def _steps_and_weights(body: Graph, outs: list[OutputPort | None], k_t: int, constant: list[int | None]) -> None:
+    """The time index steps by one; the input list and the weights come back unchanged."""
+    step = outs[k_t]
+    if step is None or step.op is None or step.op.type not in ("AddV2", "Add"):
+        raise _NoMatch("the time index is not incremented")
+    a, b = _src(step.op, 0), _src(step.op, 1)
+    t_in, one = _pair(a, b, lambda p: _is_input(body, p, k_t))
+    if _scalar(one) != 1.0:
+        raise _NoMatch("the time index does not step by one")
+    for k in constant:
+        if k is not None and outs[k] is not body.input_ports[k]:
+            raise _NoMatch(f"loop variable {k} (the input list or a weight) changes in the loop")
+
+
+def _out_index(body: Graph, set_item: Op, k_t: int) -> str:
+    idx = _through_identity(set_item.input_ports[1].source)
+    if idx is body.input_ports[k_t]:
+        return "time"
+    if _scalar(idx) == 0.0:
+        return "zero"
+    raise _NoMatch("the output list is written at an index other than the time or 0")
+
+
+def _read_gru_cell(body: Graph) -> _Cell:
+    """Keras' GRU cell with ``reset_after=True``: ``x_z, x_r, x_h = split(x_t @ kernel (+ input bias), 3)``,
+    ``m = h @ recurrent_kernel (+ recurrent bias)`` sliced into columns ``m_z, m_r, m_h``,
+    ``z = sigmoid(x_z + m_z)``, ``r = sigmoid(x_r + m_r)``, ``hh = tanh(x_h + r * m_h)``,
+    ``h' = z * h + (1 - z) * hh`` (ONNX ``GRU`` with ``linear_before_reset = 1``, gates in the same order)."""
+    outs = [_through_identity(p.source) for p in body.output_ports]
+    k_out, set_item = _set_item(body, outs)
+    h_new = _src(set_item, 2)
+    a, b = _add_operands(h_new)
+
+    def keep_term(p: OutputPort) -> None:  # z * h
+        x, y = _mul_operands(p)
+        _pair(x, y, lambda q: _op_of(q, "Sigmoid") and _input_index(body, y if q is x else x))
+
+    zh, new_term = _pair(a, b, keep_term)
+    x, y = _mul_operands(zh)
+    z_sig, h_prev = _pair(x, y, lambda q: _op_of(q, "Sigmoid") and _input_index(body, y if q is x else x))
+    k_h = _input_index(body, h_prev)
+    x, y = _mul_operands(new_term)
+    one_minus_z, hh = _pair(x, y, lambda q: _op_of(q, "Sub"))
+    sub = _op_of(one_minus_z, "Sub")
+    if _scalar(sub.input_ports[0].source) != 1.0 or _src(sub, 1) is not z_sig:
+        raise _NoMatch("the new state's weight is not 1 - z")
+    hh_pre = _activation(hh, "Tanh")
+    r_sig_in, z_in = None, _activation(z_sig, "Sigmoid")
+    # hh_pre = x_h + r * m_h
+    a, b = _add_operands(hh_pre)
+    r_mh, x_h = _pair(a, b, lambda p: _op_of(p, "Mul"))
+    x, y = _mul_operands(r_mh)
+    r_sig, m_h = _pair(x, y, lambda q: _op_of(q, "Sigmoid"))
+    r_sig_in = _activation(r_sig, "Sigmoid")
+    parts = []
+    for pre in (z_in, r_sig_in):
+        a, b = _add_operands(pre)
+        xs, ms = _pair(a, b, lambda p: _op_of(p, "Split"))
+        parts.append((xs, ms))
+    (x_z, m_z), (x_r, m_r) = parts
+    split = x_z.op
+    assert split is not None
+    if x_r.op is not split or x_h.op is not split or split.attrs.get("num_split") != 3:
+        raise _NoMatch("the input gates are not the three parts of one Split")
+    if [list(split.output_ports).index(p) for p in (x_z, x_r, x_h)] != [0, 1, 2]:  # type: ignore[arg-type]
+        raise _NoMatch("the input gates are not in Keras' order z, r, h")
+    if _scalar(split.input_ports[0].source) not in (1.0, -1.0):
+        raise _NoMatch("the input gates are not split along the last axis")
+    slices = tuple(_op_of(m, "StridedSlice") for m in (m_z, m_r, m_h))
+    inner = _src(slices[0], 0)
+    if any(_src(sl, 0) is not inner for sl in slices):
+        raise _NoMatch("the recurrent gates are not slices of one product")
+    # the biases: Squeeze(Split(bias, 2, axis 0)) parts 0 (input) and 1 (recurrent), or none
+    xw = _src(split, 1)
+    k_bias = None
+    b_in = b_rec = None
+    if xw.op is not None and xw.op.type == "BiasAdd":
+        if xw.op.attrs.get("data_format", "NHWC") != "NHWC":
+            raise _NoMatch("BiasAdd in NCHW")
+        b_in = _src(xw.op, 1)
+        xw = _src(xw.op, 0)
+    if inner.op is not None and inner.op.type in ("AddV2", "Add"):
+        a, b = _add_operands(inner)
+        inner, b_rec = _pair(a, b, lambda p: _op_of(p, "MatMul"))
+    if (b_in is None) != (b_rec is None):
+        raise _NoMatch("one bias without the other")
+    if b_in is not None and b_rec is not None:
+        sq_in, sq_rec = _op_of(b_in, "Squeeze"), _op_of(b_rec, "Squeeze")
+        bsplit = _src(sq_in, 0).op
+        if (bsplit is None or bsplit.type != "Split" or _src(sq_rec, 0).op is not bsplit
+                or bsplit.attrs.get("num_split") != 2 or _scalar(bsplit.input_ports[0].source) != 0.0
+                or [list(bsplit.output_ports).index(p) for p in (_src(sq_in, 0), _src(sq_rec, 0))] != [0, 1]):
+            raise _NoMatch("the biases are not the two rows of the bias")
+        k_bias = _input_index(body, _src(bsplit, 1))
+    mm_x, mm_h = _op_of(xw, "MatMul"), _op_of(inner, "MatMul")
+    for mm in (mm_x, mm_h):
+        if mm.attrs.get("transpose_a") or mm.attrs.get("transpose_b"):
+            raise _NoMatch(f"MatMul {mm.name!r} transposes an operand")
+    get = _op_of(_src(mm_x, 0), "TensorListGetItem")
+    k_x = _input_index(body, _src(get, 0))
+    k_t = _input_index(body, _src(get, 1))
+    k_kernel = _input_index(body, _src(mm_x, 1))
+    if _input_index(body, _src(mm_h, 0)) != k_h:
+        raise _NoMatch("the recurrent product does not read the state h")
+    k_recurrent = _input_index(body, _src(mm_h, 1))
+    if outs[k_h] is not h_new:
+        raise _NoMatch("the state h is not carried to the next step")
+    _steps_and_weights(body, outs, k_t, [k_x, k_kernel, k_recurrent, k_bias])
+    return _Cell(k_x, k_t, k_h, -1, k_out, k_kernel, k_recurrent, k_bias, _out_index(body, set_item, k_t), set_item,
+                 "gru", slices)
+
+
+def _columns(op: Op, width: int) -> list[int] | None:
+    """The columns a 2-D ``StridedSlice`` keeps of a ``[rows, width]`` value (None unless it keeps every row)."""
+    if any(op.attrs.get(m) for m in ("ellipsis_mask", "new_axis_mask", "shrink_axis_mask")):
+        return None
+    b, e, st = (_const(op.input_ports[i].source) for i in (1, 2, 3))
+    if b is None or e is None or st is None or b.size != 2 or e.size != 2 or [int(v) for v in st] != [1, 1]:
+        return None
+    bm, em = int(op.attrs.get("begin_mask", 0)), int(op.attrs.get("end_mask", 0))
+    if not (bm & 1 or int(b[0]) == 0) or not em & 1:
+        return None
+    start = None if bm & 2 else int(b[1])
+    stop = None if em & 2 else int(e[1])
+    return list(range(width))[start:stop]
+
+
+def _read_lstm_cell(body: Graph) -> _Cell:
     outs = [_through_identity(p.source) for p in body.output_ports]
     sets = [(k, p.op) for k, p in enumerate(outs) if p is not None and p.op is not None
             and p.op.type == "TensorListSetItem"]
@@ -338,9 +493,13 @@ def _plan(graph: Graph, loop: Op) -> _Plan:
     if kernel is None or recurrent is None or (cell.k_bias is not None and bias is None):
         raise _NoMatch("the weights are not constants")
     units = recurrent.shape[0] if recurrent.ndim == 2 else -1
-    if (kernel.shape != (features, 4 * units) or recurrent.shape != (units, 4 * units)
-            or (bias is not None and bias.shape != (4 * units,))):
-        raise _NoMatch("the weights' shapes are not an LSTM's")
+    gates, bias_shape = (4, (4 * units,)) if cell.kind == "lstm" else (3, (2, 3 * units))
+    if (kernel.shape != (features, gates * units) or recurrent.shape != (units, gates * units)
+            or (bias is not None and bias.shape != bias_shape)):
+        raise _NoMatch(f"the weights' shapes are not an {cell.kind.upper()}'s")
+    for k, sl in enumerate(cell.slices):
+        if _columns(sl, 3 * units) != list(range(k * units, (k + 1) * units)):
+            raise _NoMatch("the recurrent gates are not the columns z, r, h of the product")
     if kernel.dtype != np.float32 or recurrent.dtype != np.float32:
         raise _NoMatch("the weights are not float32")
     reserve = outer[cell.k_out]
@@ -365,9 +524,10 @@ def _plan(graph: Graph, loop: Op) -> _Plan:
     if loop.control_outputs or loop.control_inputs:
         raise _NoMatch("the loop has control edges")
     removed = [from_tensor.op, reserve.op]
-    h0, c0 = outer[cell.k_h], outer[cell.k_c]
+    h0 = outer[cell.k_h]
+    c0 = outer[cell.k_c] if cell.kind == "lstm" else None
     return _Plan(loop, cell, x, kernel, recurrent, bias, None if _is_zeros(h0) else h0,
-                 None if _is_zeros(c0) else c0, stacks, removed, steps, units)
+                 None if c0 is None or _is_zeros(c0) else c0, stacks, removed, steps, units)
 
 
 # ------------------------------------------------------------------------------------------------- writing ONNX
@@ -413,38 +573,31 @@ def _write(graph: Graph, p: _Plan) -> None:
     loop, cell, units = p.loop, p.cell, p.units
     batch = (_shape(p.x) or [None, None])[1]
     w = _Writer(graph, loop.name.rsplit("/", 1)[0] if "/" in loop.name else loop.name)
-    weights = [("W", w.initializer("lstm/W", _gates(p.kernel, units)[None])),
-               ("R", w.initializer("lstm/R", _gates(p.recurrent, units)[None]))]
-    if p.bias is not None:
-        b = _gates(p.bias[None], units).reshape(-1)
-        weights.append(("B", w.initializer("lstm/B", np.concatenate([b, np.zeros_like(b)])[None])))
+    if cell.kind == "gru":
+        rnn = _gru_op(w, p, batch)
+        y, y_h = rnn.output_ports
+        y_c = None
     else:
-        weights.append(("B", None))
-    states = [("sequence_lens", None)]
-    for name, s in (("initial_h", p.h0), ("initial_c", p.c0)):
-        states.append((name, None if s is None else w.unsqueeze(f"lstm/{name}", s, [1, batch, units])))
-    while states and states[-1][1] is None:
-        states.pop()
-    lstm = w.op("LSTM", "lstm", [("X", p.x)] + weights + states,
-                [("Y", _onnx_type("float", [p.steps, 1, batch, units])),
-                 ("Y_h", _onnx_type("float", [1, batch, units])), ("Y_c", _onnx_type("float", [1, batch, units]))],
-                {"hidden_size": units})
-    y, y_h, y_c = lstm.output_ports
+        rnn = _lstm_op(w, p, batch)
+        y, y_h, y_c = rnn.output_ports
+    kind = cell.kind
     last: dict[str, OutputPort] = {}
 
     def final(key: str, src: OutputPort) -> OutputPort:
         if key not in last:
-            last[key] = w.squeeze(f"lstm/{key}", src, 0, [batch, units])
+            last[key] = w.squeeze(f"{kind}/{key}", src, 0, [batch, units])
         return last[key]
 
     for k, src in ((cell.k_h, y_h), (cell.k_c, y_c)):
+        if src is None:
+            continue
         port = loop.output_ports[k]
         if port.consumers:
             graph.replace_all_uses(port, final("h" if src is y_h else "c", src))
     for stack in p.stacks:
         out = stack.output_ports[0]
         if cell.out_index == "time":
-            seq = w.squeeze("lstm/sequence", y, 1, [p.steps, batch, units])
+            seq = w.squeeze(f"{kind}/sequence", y, 1, [p.steps, batch, units])
             graph.replace_all_uses(out, seq)
         else:  # one slot, the last step: [1, B, H] = Y_h; a slice of that slot is the last h
             for c in list(out.consumers):
@@ -461,6 +614,43 @@ def _write(graph: Graph, p: _Plan) -> None:
         if op.graph is graph and not any(q.consumers for q in op.output_ports):
             graph.remove_op(op)
     _sweep(graph, [s.op for s in feeders if s.op is not None])
+
+
+def _gru_op(w: _Writer, p: _Plan, batch: int | None) -> Op:
+    """ONNX ``GRU`` (``linear_before_reset = 1``): Keras' gate order z, r, h is ONNX's; B = input bias then
+    recurrent bias."""
+    units = p.units
+    inputs: list[tuple[str, OutputPort | None]] = [
+        ("X", p.x), ("W", w.initializer("gru/W", np.ascontiguousarray(p.kernel.T)[None])),
+        ("R", w.initializer("gru/R", np.ascontiguousarray(p.recurrent.T)[None])),
+        ("B", None if p.bias is None else w.initializer("gru/B", np.ascontiguousarray(p.bias.reshape(1, -1))))]
+    if p.h0 is not None:
+        inputs += [("sequence_lens", None), ("initial_h", w.unsqueeze("gru/initial_h", p.h0, [1, batch, units]))]
+    while inputs[-1][1] is None:
+        inputs.pop()
+    return w.op("GRU", "gru", inputs, [("Y", _onnx_type("float", [p.steps, 1, batch, units])),
+                                      ("Y_h", _onnx_type("float", [1, batch, units]))],
+                {"hidden_size": units, "linear_before_reset": 1})
+
+
+def _lstm_op(w: _Writer, p: _Plan, batch: int | None) -> Op:
+    units = p.units
+    weights = [("W", w.initializer("lstm/W", _gates(p.kernel, units)[None])),
+               ("R", w.initializer("lstm/R", _gates(p.recurrent, units)[None]))]
+    if p.bias is not None:
+        b = _gates(p.bias[None], units).reshape(-1)
+        weights.append(("B", w.initializer("lstm/B", np.concatenate([b, np.zeros_like(b)])[None])))
+    else:
+        weights.append(("B", None))
+    states = [("sequence_lens", None)]
+    for name, s in (("initial_h", p.h0), ("initial_c", p.c0)):
+        states.append((name, None if s is None else w.unsqueeze(f"lstm/{name}", s, [1, batch, units])))
+    while states and states[-1][1] is None:
+        states.pop()
+    return w.op("LSTM", "lstm", [("X", p.x)] + weights + states,
+                [("Y", _onnx_type("float", [p.steps, 1, batch, units])),
+                 ("Y_h", _onnx_type("float", [1, batch, units])), ("Y_c", _onnx_type("float", [1, batch, units]))],
+                {"hidden_size": units})
 
 
 def _is_last_slot(op: Op) -> bool:
@@ -500,7 +690,7 @@ def fuse_keras_lstms(graph: Graph) -> LstmReport:
             continue
         name = op.name
         _write(graph, plan)
-        report.fused.append(name)
+        (report.fused_gru if plan.cell.kind == "gru" else report.fused).append(name)
     return report
 
 

@@ -1,0 +1,95 @@
+"""Keras GRU (reset_after=True, Keras' default) end to end: the keras-lstm pass recognises the loop and writes one
+ONNX ``GRU`` (``linear_before_reset = 1``), and onnxruntime matches Keras at batch 1 and 3 on one symbolic-batch
+model.  A GRU with ``reset_after=False`` (not ONNX's arithmetic when the recurrent bias is applied after the
+reset) is left and named.  Never imports torch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tensorflow")
+
+TOL = 1e-4
+STEPS, FEATURES, UNITS = 7, 5, 6
+
+
+def _model(**kwargs: Any) -> Any:
+    import keras
+
+    keras.utils.set_random_seed(11)
+    x = keras.Input((STEPS, FEATURES), name="x")
+    layer = keras.layers.GRU(UNITS, bias_initializer="random_normal", **kwargs)
+    out = layer(x)
+    return keras.Model(x, out)
+
+
+VARIANTS = {
+    "last": {},
+    "sequences": {"return_sequences": True},
+    "states": {"return_sequences": True, "return_state": True},
+    "no_bias": {"use_bias": False},
+    "backwards": {"go_backwards": True},
+}
+
+
+@pytest.fixture(scope="module")
+def plugins(tf_schema) -> Any:
+    import amanda_onnx.plugin
+    import amanda_tf.plugin
+    from amanda_core.plugin import PluginManager
+
+    pm = PluginManager(autoload=False)
+    pm.register(amanda_tf.plugin, "amanda-tf")
+    pm.register(amanda_onnx.plugin, "amanda-onnx")
+    return pm
+
+
+def _convert(model: Any, pm: Any) -> Any:
+    from amanda_core.mapping import convert, registered_tables
+    from amanda_core.plugin.passes import registered_passes
+    from amanda_tf.importer import load_model
+
+    tables = [t for t in registered_tables(pm.registry()) if t.name == "tf-to-onnx"]
+    return convert(load_model(model), "amanda/onnx/18", tables, pm.registry().namespaces,
+                   passes=registered_passes(pm))
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_keras_gru_is_one_onnx_gru(variant: str, plugins: Any) -> None:
+    import onnxruntime as ort
+
+    import amanda_onnx
+
+    model = _model(**VARIANTS[variant])
+    result = _convert(model, plugins)
+    types = [op.type for op in result.graph.walk()]
+    assert types.count("GRU") == 1 and "Loop" not in types and "LSTM" not in types, types
+    gru = next(op for op in result.graph.walk() if op.type == "GRU")
+    assert gru.attrs["linear_before_reset"] == 1 and gru.attrs["hidden_size"] == UNITS
+    assert "1 Keras GRU loop(s) -> ONNX GRU" in result.explain()
+    sess = ort.InferenceSession(amanda_onnx.to_model(result.graph).SerializeToString(),
+                                providers=["CPUExecutionProvider"])
+    for batch in (1, 3):
+        x = np.random.default_rng(batch).standard_normal((batch, STEPS, FEATURES)).astype(np.float32)
+        refs = model(x)
+        refs = [np.asarray(r) for r in (refs if isinstance(refs, (list, tuple)) else [refs])]
+        got = sess.run(None, {"x": x})
+        assert len(got) == len(refs)
+        for g, r in zip(got, refs):
+            assert g.shape == r.shape
+            assert float(np.abs(g - r).max()) <= TOL * max(1.0, float(np.abs(r).max()))
+
+
+def test_reset_before_is_left_and_named(plugins: Any) -> None:
+    from amanda_core.mapping import ConversionError
+    from amanda_tf.importer import load_model
+    from amanda_tf.rnn import fuse_keras_lstms
+
+    model = _model(reset_after=False)
+    report = fuse_keras_lstms(load_model(model))
+    assert not report.fused and not report.fused_gru and len(report.left) == 1 and "nor a GRU" in report.left[0][1]
+    with pytest.raises(ConversionError, match="TensorListGetItem"):
+        _convert(model, plugins)
