@@ -187,7 +187,7 @@ def _if_to_torch(g: Graph, op: Op, names: dict[str, OutputPort], torch_ns: str, 
                    attrs={"then_block": then_b, "else_block": else_b},
                    sources=[cond] + [names[n] for n in outer])
     new.meta = {k: v for k, v in meta.items() if k != "outputs"}
-    _reconnect(g, new, outs)
+    _reconnect(g, new, outs, names)
     return None
 
 
@@ -248,7 +248,7 @@ def _loop_to_torch(g: Graph, op: Op, names: dict[str, OutputPort], torch_ns: str
                    outputs=[(f"carried_{i}", q.dtype) for i, (q, _) in enumerate(outs)],
                    attrs={"body": body}, sources=[m_src, c_src] + sources + [names[m] for m in outer])
     new.meta = {k: v for k, v in meta.items() if k != "outputs"}
-    _reconnect(g, new, outs)
+    _reconnect(g, new, outs, names)
     return None
 
 
@@ -272,11 +272,17 @@ def _torch_constant(g: Graph, name: str, value: Any, torch_ns: str) -> OutputPor
     return c.output_ports[0]
 
 
-def _reconnect(g: Graph, new: Op, outs: list[tuple[OutputPort, list[Any]]]) -> None:
-    """The consumers of the old op's outputs read the new op's, in order; graph outputs too."""
-    for (_, consumers), new_q in zip(outs, new.output_ports):
+def _reconnect(g: Graph, new: Op, outs: list[tuple[OutputPort, list[Any]]],
+               names: dict[str, OutputPort] | None = None) -> None:
+    """The consumers of the old op's outputs read the new op's, in order; graph outputs too; and the ONNX names
+    of the old outputs (which a later If or Loop may read) stand for the new op's."""
+    for (old_q, consumers), new_q in zip(outs, new.output_ports):
         for c in consumers:
             g.connect(new_q, c, replace=True)
+        if names is not None:
+            for n, q in list(names.items()):
+                if q is old_q:
+                    names[n] = new_q
 
 
 # --------------------------------------------------------------------------- torch -> ONNX (after the table)
