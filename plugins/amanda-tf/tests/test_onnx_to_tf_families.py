@@ -104,19 +104,49 @@ NEWEST_CASES = ["test_attention_4d_gqa_causal", "test_attention_3d_diff_heads_si
                 "test_rms_normalization_3d_axis1_epsilon", "test_gelu_tanh_2", "test_gelu_default_2",
                 "test_bitshift_right_int8_negative_shift", "test_bitshift_left_int32_shift_ge_width",
                 "test_mod_float_edge_cases_fmod_0_float32", "test_cumprod_1d_reverse_exclusive",
-                "test_bitcast_2d_float32_to_int32"]
+                "test_bitcast_2d_float32_to_int32", "test_attention_4d_softcap",
+                "test_attention_4d_softcap_neginf_mask", "test_rotary_embedding_interleaved",
+                "test_rotary_embedding_3d_input", "test_rotary_embedding_no_position_ids_rotary_dim",
+                "test_causal_conv_with_state_with_bias_and_past_state",
+                "test_causal_conv_with_state_kernel_size_one", "test_causal_conv_with_state_silu",
+                "test_dropout_default_mask", "test_equal_string_broadcast", "test_isinf_float16",
+                "test_reduce_min_bool_inputs", "test_swish", "test_mod_mixed_sign_float16",
+                "test_group_normalization_epsilon", "test_qlinearmatmul_3D_int8_float16",
+                "test_regex_full_match_email_domain", "test_string_concat_broadcasting"]
 """Ops of opsets above 18, converted by ``onnx_newest_to_tf.yaml`` ahead of the opset chain."""
 
-NEWEST_REFUSED = ["test_attention_4d_softcap", "test_attention_4d_with_qk_matmul", "test_attention_local_window",
-                  "test_attention_4d_fp16", "test_attention_4d_gqa_causal_nonpad_decode"]
-"""Attention forms the ahead table does not compute: softcap, the qk_matmul output, sliding windows, half
-precision, nonpad_kv_seqlen."""
+NEWEST_REFUSED = ["test_attention_4d_with_qk_matmul_softcap", "test_attention_4d_with_qk_matmul",
+                  "test_attention_local_window", "test_attention_4d_fp16", "test_attention_4d_gqa_causal_nonpad_decode",
+                  "test_causal_conv_with_state_fp16"]
+"""Forms the ahead table does not compute: Attention's qk_matmul output, sliding windows, half precision,
+nonpad_kv_seqlen; CausalConvWithState in float16."""
 
 
 def test_newest_ops_ahead_of_the_chain(bench: Any) -> None:
-    """Attention (grouped heads, 3-D inputs, masks, causal, caches, fully masked rows), RMSNormalization, Gelu,
-    signed BitShift, float Mod, CumProd and BitCast convert and match; the forms without an exact rule are
-    refused (read from the stored suite)."""
+    """Attention (grouped heads, 3-D inputs, masks, causal, caches, fully masked rows, softcap), RMSNormalization,
+    Gelu, signed BitShift, float Mod, CumProd, BitCast, RotaryEmbedding, CausalConvWithState, and the newer
+    versions of Dropout, Equal (strings), IsInf, boolean ReduceMax/Min, Mod (float16 fmod), GroupNormalization,
+    QLinearMatMul, with Swish, RegexFullMatch and StringConcat, convert and match; the forms without an exact rule
+    are refused (read from the stored suite)."""
     for case in bench.load_cases(NEWEST_CASES + NEWEST_REFUSED):
         outcome, detail = bench.attempt(case)
         assert outcome == ("refused" if case.name in NEWEST_REFUSED else "pass"), (case.name, outcome, detail)
+
+
+STORED_CASES = ["test_gemm_transposeA", "test_causal_conv_with_state_basic_expanded",
+                "test_causal_conv_with_state_with_bias_and_past_state_expanded", "test_einsum_inner_prod",
+                "test_reversesequence_time", "test_reversesequence_batch", "test_quantizelinear_axis",
+                "test_dynamicquantizelinear_min_adjusted", "test_dynamicquantizelinear_expanded",
+                "test_center_crop_pad_crop_axes_hwc_expanded", "test_attention_causal_boolmask_nan_robustness_expanded"]
+"""opset-18 rules read from the stored suite: Gemm with a [1, N] bias after a transposed A (TF's fused MatMul+Add
+fails on it unless the bias is [N]), 1-D grouped Conv (a run-time filter, bias), Einsum with an implicit output,
+ReverseSequence, QuantizeLinear per axis, DynamicQuantizeLinear, constant Pad with run-time pads over constant
+axes (and a run-time value)."""
+
+
+def test_stored_cases(bench: Any) -> None:
+    found = bench.load_cases(STORED_CASES)
+    assert sorted(c.name for c in found) == sorted(STORED_CASES)
+    for case in found:
+        outcome, detail = bench.attempt(case)
+        assert outcome == "pass", (case.name, outcome, detail)
