@@ -1,4 +1,4 @@
-"""Small torch and Keras models for the per-op check across frameworks (``test_perop_frameworks.py``), as
+"""Small torch and TF models for the per-op check and the unconverted-op tests across frameworks, as
 factories a child process names (``tests.perop_models:torch_leaky``); each imports its framework when called."""
 
 from __future__ import annotations
@@ -33,3 +33,14 @@ def keras_leaky(seed: int = 0) -> Any:
     h = keras.layers.Dense(8, activation="tanh")(x)
     y = keras.layers.Add(name="y")([keras.layers.LeakyReLU(negative_slope=0.1)(h), x])
     return keras.Model(x, y, name="leaky")
+
+
+def tf_lgamma() -> Any:
+    """A ``tf.function`` holding ``Lgamma``, which no TF -> ONNX rule converts: ``lgamma(relu(x)) + 1``."""
+    import tensorflow as tf
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
+    def lgamma_model(x: Any) -> Any:
+        return tf.math.lgamma(tf.nn.relu(x) + 0.5) + 1.0
+
+    return lgamma_model
