@@ -112,22 +112,24 @@ NEWEST_CASES = ["test_attention_4d_gqa_causal", "test_attention_3d_diff_heads_si
                 "test_dropout_default_mask", "test_equal_string_broadcast", "test_isinf_float16",
                 "test_reduce_min_bool_inputs", "test_swish", "test_mod_mixed_sign_float16",
                 "test_group_normalization_epsilon", "test_qlinearmatmul_3D_int8_float16",
-                "test_regex_full_match_email_domain", "test_string_concat_broadcasting"]
+                "test_regex_full_match_email_domain", "test_string_concat_broadcasting", "test_attention_local_window",
+                "test_attention_bidirectional_window"]
 """Ops of opsets above 18, converted by ``onnx_newest_to_tf.yaml`` ahead of the opset chain."""
 
 NEWEST_REFUSED = ["test_attention_4d_with_qk_matmul_softcap", "test_attention_4d_with_qk_matmul",
-                  "test_attention_local_window", "test_attention_4d_fp16", "test_attention_4d_gqa_causal_nonpad_decode",
+                  "test_attention_local_window_ext_cache_rank2_mask", "test_attention_4d_fp16",
+                  "test_attention_4d_gqa_causal_nonpad_decode",
                   "test_causal_conv_with_state_fp16"]
-"""Forms the ahead table does not compute: Attention's qk_matmul output, sliding windows, half precision,
-nonpad_kv_seqlen; CausalConvWithState in float16."""
+"""Forms the ahead table does not compute: Attention's qk_matmul output, half precision, nonpad_kv_seqlen (with a
+window over an external cache); CausalConvWithState in float16."""
 
 
 def test_newest_ops_ahead_of_the_chain(bench: Any) -> None:
-    """Attention (grouped heads, 3-D inputs, masks, causal, caches, fully masked rows, softcap), RMSNormalization,
-    Gelu, signed BitShift, float Mod, CumProd, BitCast, RotaryEmbedding, CausalConvWithState, and the newer
-    versions of Dropout, Equal (strings), IsInf, boolean ReduceMax/Min, Mod (float16 fmod), GroupNormalization,
-    QLinearMatMul, with Swish, RegexFullMatch and StringConcat, convert and match; the forms without an exact rule
-    are refused (read from the stored suite)."""
+    """Attention (grouped heads, 3-D inputs, masks, causal, caches, fully masked rows, softcap, sliding windows),
+    RMSNormalization, Gelu, signed BitShift, float Mod, CumProd, BitCast, RotaryEmbedding, CausalConvWithState,
+    and the newer versions of Dropout, Equal (strings), IsInf, boolean ReduceMax/Min, Mod (float16 fmod),
+    GroupNormalization, QLinearMatMul, with Swish, RegexFullMatch and StringConcat, convert and match; the forms
+    without an exact rule are refused (read from the stored suite)."""
     for case in bench.load_cases(NEWEST_CASES + NEWEST_REFUSED):
         outcome, detail = bench.attempt(case)
         assert outcome == ("refused" if case.name in NEWEST_REFUSED else "pass"), (case.name, outcome, detail)
