@@ -14,7 +14,7 @@ __all__ = ["load_model", "is_tf_program", "from_concrete_function", "from_graph_
 
 import os
 import sys
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from amanda_core.errors import AmandaError, FormatError, first_line
 from amanda_core.ir.graph import Graph
@@ -148,6 +148,31 @@ def _input_names(cf: Any, frozen: Any) -> list[str]:
     return names
 
 
+_LOWERING = "_lower_using_switch_merge"
+_BRANCHES = ("then_branch", "else_branch", "cond", "body")
+
+
+def _restore_lowering(frozen: Any, source: Any) -> None:
+    """Freezing with ``lower_control_flow=False`` marks every ``If``/``While`` with ``_lower_using_switch_merge``
+    false.  That mark decides how TensorFlow runs the op: lowered to ``Switch``/``Merge`` and optimised with the
+    graph around it, or called as a function whose body grappler optimises apart (it fuses other kernels there,
+    and results differ in the last bits).  Give each such node, at the top level and in the function library,
+    the mark it had in the source graph, so the graph runs as the source does.  A node is known by the functions
+    it calls (its branches, or its condition and body), which freezing keeps, while it renames nodes it inlines."""
+    def key(node: Any) -> tuple[str, ...]:
+        return (node.op,) + tuple(node.attr[a].func.name for a in _BRANCHES if a in node.attr)
+
+    def nodes(graph_def: Any) -> Iterator[Any]:
+        yield from graph_def.node
+        for f in graph_def.library.function:
+            yield from f.node_def
+
+    wanted = {key(n): n.attr[_LOWERING] for n in nodes(source) if _LOWERING in n.attr}
+    for node in nodes(frozen):
+        if _LOWERING in node.attr and key(node) in wanted:
+            node.attr[_LOWERING].CopyFrom(wanted[key(node)])
+
+
 def from_concrete_function(cf: Any, *, input_names: Sequence[str] | None = None,
                            output_names: Sequence[str] | None = None, single_output: str | None = None) -> Graph:
     """A concrete function, frozen (variables as ``Const``, control flow kept functional), as a graph."""
@@ -159,6 +184,7 @@ def from_concrete_function(cf: Any, *, input_names: Sequence[str] | None = None,
     except Exception as e:  # TensorFlow raises many types here
         raise AmandaError(f"TensorFlow cannot freeze the function {getattr(cf, 'name', '')!r}: {e}") from None
     graph_def = frozen.graph.as_graph_def(add_shapes=True)
+    _restore_lowering(graph_def, cf.graph.as_graph_def())
     ins = list(input_names) if input_names is not None else _input_names(cf, frozen)
     outs = list(output_names) if output_names is not None else _output_names(
         cf.structured_outputs, len(frozen.outputs), single_output)
