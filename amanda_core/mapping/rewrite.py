@@ -760,11 +760,12 @@ def _rename_ports(op: Op, kind: str, ports: list[Any], names: list[str], dtypes:
     """Give ``ports`` (one side of ``op``) ``names`` by position, and ``dtypes`` where not None; names past the
     last port make new ports."""
     rename: Callable[[Any, str], None] = op.rename_input_port if kind == "in" else op.rename_output_port
-    # two steps so that a swap of names never collides
-    temp = [f"\0{i}" for i in range(min(len(ports), len(names)))]
-    for p, t in zip(ports, temp):
-        rename(p, t)
-    for p, n in zip(ports, names):
+    changed = [(p, n) for p, n in zip(ports, names) if p.name != n]
+    if changed and not {n for _, n in changed}.isdisjoint(p.name for p in ports):
+        # a name another port holds (a swap): two steps, so that no rename collides
+        for i, (p, _) in enumerate(changed):
+            rename(p, f"\0{i}")
+    for p, n in changed:
         rename(p, n)
     for p, dt in zip(ports, dtypes):
         if dt is not None:
