@@ -257,4 +257,10 @@ def provenance_lines(record: Mapping[str, Any]) -> list[str]:
         if isinstance(t, Mapping):
             lines.append(f"  table {t.get('name')} ({t.get('plugin') or 'given'}): {t.get('src')} -> "
                          f"{t.get('dst')} {t.get('hash')}")
+    for key, what in (("input_layout", "takes the source's data transposed by"),
+                      ("output_layout", "transposed by {perm} is the source's output")):
+        layouts = record.get(key)
+        for name, perm in (layouts.items() if isinstance(layouts, Mapping) else ()):
+            text = what.format(perm=perm) if "{perm}" in what else f"{what} {perm}"
+            lines.append(f"  layout: {key.split('_')[0]} {name} {text}")
     return lines

@@ -113,6 +113,9 @@ def test_channels_last_inputs_and_outputs_of_a_torch_cnn_leave_no_transpose_and_
     assert r.returncode == 0, r.stderr[-2000:]
     record = json.loads(r.stdout)["provenance"]
     assert record["input_layout"] == {"x": "0,2,3,1"} and record["output_layout"] == {"output": "0,3,1,2"}
+    r = amanda("inspect", str(out))
+    assert "  layout: input x takes the source's data transposed by 0,2,3,1" in r.stdout, r.stdout[-2000:]
+    assert "  layout: output output transposed by 0,3,1,2 is the source's output" in r.stdout
 
 
 def test_a_keras_model_becomes_onnx_with_channels_first_inputs_and_outputs(tmp_path):
