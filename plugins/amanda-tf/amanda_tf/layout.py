@@ -603,12 +603,35 @@ def optimize(graph: Graph, *, channels_first_inputs: bool = False, channels_firs
             report.count("graphs left with an unconverted Transpose")
             continue
         _Pass(g, report).run()
+        _sweep_unread(g, report)
     if channels_first_inputs:
         _inputs_channels_first(graph, report)
     if channels_first_outputs:
         _outputs_channels_first(graph, report)
     report.transposes_after = count_transposes(graph)
     return report
+
+
+def _sweep_unread(g: Graph, report: LayoutReport) -> None:
+    """Remove the ONNX ops of ``g`` whose results nothing reads (not a graph output, no control edges), and then
+    what fed only them: values TF computed only for an operand a rule reads as a constant or from the value types
+    (a transposed convolution's run-time output shape).  ONNX ops have no side effects."""
+    outputs = {id(p.source) for p in g.output_ports if p.source is not None}
+
+    def unread(op: Op) -> bool:
+        return (op.graph is g and (op.namespace is None or op.namespace.startswith("amanda/onnx"))
+                and not op.control_outputs and not op.control_inputs and op.body is None
+                and not any(q.consumers or id(q) in outputs for q in op.output_ports))
+
+    todo = [op for op in g if unread(op)]
+    while todo:
+        op = todo.pop()
+        if op.graph is not g or not unread(op):
+            continue
+        feeders = [s.op for s in op.input_ports.sources() if s is not None and s.op is not None]
+        g.remove_op(op)
+        report.count("unread ops removed")
+        todo += [f for f in feeders if f.graph is g]
 
 
 def _inputs_channels_first(graph: Graph, report: LayoutReport) -> None:
@@ -697,7 +720,9 @@ def to_onnx(graph: Graph, registry: Any = None, *, target: str = "amanda/onnx/18
         return reports[-1].summary()
 
     conversion = convert(graph, target, tables, namespaces, allow_partial=allow_partial,
-                         passes=[GraphPass(name="tf-fold-constants", tables=("tf-to-onnx",), run=fold_summary,
+                         passes=[GraphPass(name="tf-inline-calls", tables=("tf-to-onnx",), run=_inline_summary,
+                                           before=True),
+                                 GraphPass(name="tf-fold-constants", tables=("tf-to-onnx",), run=fold_summary,
                                            before=True),
                                  GraphPass(name="tf-layout", tables=("tf-to-onnx",), run=after_table)])
     return conversion.graph, (reports[-1] if reports else None)
@@ -716,6 +741,12 @@ def run_pass(graph: Graph, input_layout: str | None = None, output_layout: str |
             raise AmandaError(f"tf-layout: {what} layout {value!r} is not channels-first or channels-last")
     return optimize(graph, channels_first_inputs=input_layout == "channels-first",
                     channels_first_outputs=output_layout == "channels-first").summary()
+
+
+def _inline_summary(graph: Graph) -> str:
+    from .inline import run_pass
+
+    return run_pass(graph)
 
 
 def fold_summary(graph: Graph) -> str:

@@ -110,12 +110,16 @@ def _keras_lstm(graph: Any) -> str:
 
 @hookimpl
 def amanda_graph_passes() -> list[GraphPass]:
-    """``keras-lstm``: before ``tf-to-onnx``, while the graph is all TensorFlow, each Keras LSTM loop becomes one
+    """``tf-inline-calls``: before ``tf-to-onnx``, function calls are inlined.  ``keras-lstm``: before ``tf-to-onnx``,
+    while the graph is all TensorFlow, each Keras LSTM loop becomes one
     ONNX ``LSTM`` (``docs/tensorflow.md``, "Recurrent layers").  ``tf-layout``: after ``tf-to-onnx``
     (channels-last ops written as ONNX ops between transposes), cancel, fold and push the transposes so that few
     are left (``docs/tensorflow.md``, "Layout").  ``tf-layout-nhwc``: after ``onnx-to-tf``, the same for the
     transposes around the NHWC ops of an ONNX model (``docs/tensorflow.md``, "Layout, the other way")."""
-    return [GraphPass(name="keras-lstm", tables=("tf-to-onnx",), run=_keras_lstm, before=True,
+    return [GraphPass(name="tf-inline-calls", tables=("tf-to-onnx",), run=lazy("amanda_tf.inline:run_pass"),
+                      before=True, description="PartitionedCall/StatefulPartitionedCall replaced by the ops of the "
+                                               "function they call (ONNX has no call op)"),
+            GraphPass(name="keras-lstm", tables=("tf-to-onnx",), run=_keras_lstm, before=True,
                       description="recognises Keras LSTM loops (While over TensorLists) and writes ONNX LSTM ops"),
             GraphPass(name="tf-fold-constants", tables=("tf-to-onnx",), run=_fold, before=True,
                       description="folds the ops that compute from constants alone (Keras' frozen batch norm "

@@ -22,7 +22,6 @@ pytest.importorskip("tensorflow")
 TOL = 1e-4
 
 REFUSED = {
-    "Conv2D_grouped": "StatefulPartitionedCall",  # Keras calls a function for grouped convolutions on the CPU
     "activation_gelu_erf": "Erfc",  # converted by the approximate rule only (--allow-approximate)
     "Resizing_bicubic": "ResizeBicubic",
     "Resizing_area": "ResizeArea",
@@ -33,6 +32,11 @@ REFUSED = {
 }
 """Cases refused on purpose (no rule, or no exact one), with an op type the refusal names."""
 
+INVALID = {"Conv2D_grouped": "shape"}
+"""Cases that convert but whose ONNX model onnx.checker rejects: Keras calls a function for a grouped Conv2D on the
+CPU, which tf-inline-calls inlines, but TF records no shape for the values after the call, and a graph output of
+unknown rank is written without a shape."""
+
 FAST = ["Conv1D_causal_dilated", "Conv2D_dilated", "Conv3D", "SeparableConv2D", "Conv2DTranspose",
         "Conv1DTranspose", "Conv3DTranspose", "MaxPooling3D", "AveragePooling1D_same", "GlobalMaxPooling2D_keepdims",
         "BatchNormalization", "LayerNormalization", "GroupNormalization", "UnitNormalization", "activation_swish",
@@ -41,7 +45,7 @@ FAST = ["Conv1D_causal_dilated", "Conv2D_dilated", "Conv3D", "SeparableConv2D", 
         "image_resize_align_corners", "Resizing_nearest", "tf_pad_constant", "tf_pad_reflect", "Cropping2D",
         "strided_slice_masks", "reductions", "Dense_3d", "EinsumDense", "batch_matmul", "MultiHeadAttention",
         "RepeatVector", "Permute", "concat_split", "LSTM_sequences", "GRU", "GRU_sequences", "tf_cond",
-        "tf_while_loop", "activation_gelu_erf", "unstack"]
+        "tf_while_loop", "activation_gelu_erf", "unstack", "Conv2D_grouped"]
 SLOW = bool(os.environ.get("AMANDA_SLOW"))
 
 
@@ -67,7 +71,7 @@ def _refs(model: Any, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
 
 
 def test_fast_subset_names_cases() -> None:
-    assert set(FAST) <= set(keras_op_models.CASES) and set(REFUSED) <= set(keras_op_models.CASES)
+    assert set(FAST) | set(REFUSED) | set(INVALID) <= set(keras_op_models.CASES)
 
 
 @pytest.mark.parametrize("name", [n for n in keras_op_models.CASES if SLOW or n in FAST])
@@ -91,6 +95,10 @@ def test_keras_case(name: str, plugins: Any) -> None:
         return
     result = convert(graph, "amanda/onnx/18", tables, plugins.registry().namespaces, passes=registered_passes(plugins))
     proto = amanda_onnx.to_model(result.graph)
+    if name in INVALID:
+        with pytest.raises(onnx.checker.ValidationError, match=INVALID[name]):
+            onnx.checker.check_model(proto)
+        return
     onnx.checker.check_model(proto)
     sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     got = sess.run(None, {i.name: inputs[i.name] for i in sess.get_inputs()})
