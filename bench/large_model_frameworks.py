@@ -1,8 +1,9 @@
 """Large models across frameworks: time and memory of ``amanda convert`` torch -> ONNX, ONNX -> torch ``.py`` +
-``.safetensors``, and a TensorFlow SavedModel re-export, against ``cp`` of the same bytes.
+``.safetensors``, and a TensorFlow SavedModel re-export and conversion to ONNX, against ``cp`` of the same bytes.
 
     .venv/bin/python bench/large_model_frameworks.py                   # torch 0.4 and 1.6 GB, TF 0.5 GB
     .venv/bin/python bench/large_model_frameworks.py --sizes 0.4 --tf-gb 0   # torch 0.4 GB only
+    .venv/bin/python bench/large_model_frameworks.py --sizes "" --tf-gb 0.5,3  # TF only, two sizes
 
 Models:
 
@@ -15,16 +16,21 @@ Commands (each in its own process, through the command line, progress off):
 
 * ``torch -> onnx``: ``amanda convert m.pt2 --to amanda/onnx -o t.onnx``;
 * ``onnx -> torch``: ``amanda convert m.onnx --to amanda/pytorch -o m.py`` (weights in ``m.safetensors``);
-* ``tf re-export``: ``amanda convert saved/ -o out/`` (SavedModel -> SavedModel).
+* ``tf re-export``: ``amanda convert saved/ -o out/`` (SavedModel -> SavedModel);
+* ``tf -> onnx``: ``amanda convert saved/ --to amanda/onnx -o m.onnx`` (external data over 2 GB).
+
+TensorFlow's own fixed cost is measured beside them: ``import tensorflow``, and loading and saving an empty
+SavedModel (a ``tf.Module`` without variables), each in its own process.
 
 Floors: ``cp`` of the source and ``cp + sync`` (the copy fsynced, as Amanda's atomic writes are).  Peak resident
 memory (``VmHWM``) and peak anonymous memory (``RssAnon``, sampled every 10 ms) of each process.  For torch the
 weights live in torch's own storage once ``torch.export.load`` has read them (anonymous memory: the bound is the
 weights plus a fixed cost, i.e. no second copy); ONNX -> torch reads the mapped ONNX file and streams each tensor
-into the ``.safetensors`` (the bound is a fixed cost).  The TensorFlow importer freezes variables into a GraphDef
-whose ``Const`` nodes hold the weights inline (a protobuf: 2 GB at most), so its memory grows with the weights;
-the figure says by how much.  Outputs are checked: the same bytes for every weight (as multisets of tensors,
-names differ between frameworks), and for the smallest torch size the converted model's outputs.
+into the ``.safetensors`` (the bound is a fixed cost).  The TensorFlow importer maps the SavedModel's checkpoint
+and the exporter writes the weights as variables tensor by tensor (the bound is TensorFlow's fixed cost plus a
+small one).  Outputs are checked: the same bytes for every weight (as multisets of tensors, names differ between
+frameworks), for the smallest torch size the converted model's outputs, and for TF the outputs of the re-exported
+SavedModel and of the ONNX model against the source SavedModel's.
 """
 
 from __future__ import annotations
@@ -226,6 +232,32 @@ def bench_torch(workdir: str, gb: float, check: bool) -> list[dict[str, Any]]:
     return rows
 
 
+# the outputs of the SavedModel argv[1] and of argv[2] (a SavedModel or an ONNX file) on one input: max rel. diff
+_TF_OUTPUTS = """
+import sys, numpy as np, tensorflow as tf
+src, other, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+x = np.random.default_rng(1).standard_normal((2, n), dtype=np.float32)
+def served(path):
+    fn = tf.saved_model.load(path).signatures["serving_default"]
+    (name,) = fn.structured_input_signature[1]
+    return list(fn(**{name: tf.constant(x)}).values())[0].numpy()
+ref = served(src)
+if other.endswith(".onnx"):
+    import onnxruntime as ort
+    s = ort.InferenceSession(other, providers=["CPUExecutionProvider"])
+    got = s.run(None, {s.get_inputs()[0].name: x})[0]
+else:
+    got = served(other)
+print(float(np.max(np.abs(ref - got)) / (np.max(np.abs(ref)) + 1e-30)))
+"""
+
+_TF_FLOORS = {
+    "tf floor: import tensorflow": "import tensorflow",
+    "tf floor: load an empty SavedModel": "import sys, tensorflow as tf; tf.saved_model.load(sys.argv[1])",
+    "tf floor: save an empty SavedModel": "import sys, tensorflow as tf; tf.saved_model.save(tf.Module(), sys.argv[2])",
+}
+
+
 def bench_tf(workdir: str, gb: float) -> list[dict[str, Any]]:
     layers = max(1, round(gb * 1e9 / (N * N * 4)))
     weights = layers * (N * N * 4 + 4 * N)
@@ -236,11 +268,27 @@ def bench_tf(workdir: str, gb: float) -> list[dict[str, Any]]:
     cp, cps = floors(saved, d)
     model = f"keras {gb} GB ({layers} Dense) SavedModel"
     rows = [row(model, "cp", cp, weights, cp, cps), row(model, "cp + sync", cps, weights, cp, cps)]
+    empty = os.path.join(d, "empty")
+    subprocess.run([PY, "-c", "import sys, tensorflow as tf; tf.saved_model.save(tf.Module(), sys.argv[1])", empty],
+                   check=True, capture_output=True)
+    for label, code in _TF_FLOORS.items():
+        rows.append(row(model, label, measure([PY, "-c", code, empty, os.path.join(d, "empty2")]), weights, cp, cps))
+        shutil.rmtree(os.path.join(d, "empty2"), ignore_errors=True)
+    want = digests("savedmodel", saved)
     out = os.path.join(d, "out") + "/"
     r = amanda([saved + "/", "-o", out])
-    same = digests("savedmodel", saved) == digests("savedmodel", out)
-    rows.append(row(model, "tf re-export", r, weights, cp, cps, weights_identical=same,
-                    out_mb=size_of(out) / 2**20))
+    diff = subprocess.run([PY, "-c", _TF_OUTPUTS, saved, out, str(N)], capture_output=True, text=True, check=True)
+    rows.append(row(model, "tf re-export", r, weights, cp, cps, weights_identical=want == digests("savedmodel", out),
+                    max_rel_diff=float(diff.stdout.strip()), out_mb=size_of(out) / 2**20))
+    shutil.rmtree(out, ignore_errors=True)
+    onnx_out = os.path.join(d, "m.onnx")
+    r = amanda([saved + "/", "--to", "amanda/onnx", "-o", onnx_out])
+    diff = subprocess.run([PY, "-c", _TF_OUTPUTS, saved, onnx_out, str(N)], capture_output=True, text=True,
+                          check=True)
+    # the ONNX model has the kernels as initializers (the biases of 16 KB too)
+    rows.append(row(model, "tf -> onnx", r, weights, cp, cps,
+                    weights_identical=sorted(want) == sorted(digests("onnx", onnx_out)),
+                    max_rel_diff=float(diff.stdout.strip())))
     shutil.rmtree(d, ignore_errors=True)
     return rows
 
@@ -249,7 +297,7 @@ def main() -> None:
     global N
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="0.4,1.6", help="torch model sizes in GB (default 0.4,1.6)")
-    ap.add_argument("--tf-gb", type=float, default=0.5, help="Keras model size in GB (0: no TF run)")
+    ap.add_argument("--tf-gb", default="0.5", help="Keras model sizes in GB, comma-separated (0: no TF run)")
     ap.add_argument("--dir", default=os.path.join("/tmp", "amanda-large-frameworks-bench"))
     ap.add_argument("--json", help="also write the rows to this file")
     ap.add_argument("--n", type=int, default=N, help="layer width (default 4096; smaller for a quick run)")
@@ -262,20 +310,24 @@ def main() -> None:
         new = bench_torch(args.dir, gb, check=gb == min(sizes))
         rows += new
         print(json.dumps(new), file=sys.stderr, flush=True)
-    if args.tf_gb > 0:
-        new = bench_tf(args.dir, args.tf_gb)
+    for gb in (float(s) for s in args.tf_gb.split(",") if s):
+        if gb <= 0:
+            continue
+        new = bench_tf(args.dir, gb)
         rows += new
         print(json.dumps(new), file=sys.stderr, flush=True)
-    print("| model | command | time s | x cp | x (cp + sync) | peak RSS MB | peak RssAnon MB | weights MB | checked |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| model | command | time s | x cp | x (cp + sync) | peak RSS MB | peak RssAnon MB | weights MB "
+          "| anon target MB | checked |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         checked = ""
         if "weights_identical" in r:
             checked = "same weight bytes" if r["weights_identical"] else "WEIGHTS DIFFER"
             if "max_rel_diff" in r:
                 checked += f", outputs max rel. diff {r['max_rel_diff']:.1e}"
+        target = f"{300 + 0.05 * r['weights_mb']:.0f}"
         print(f"| {r['model']} | {r['command']} | {r['time']:.2f} | {r['x_cp']:.2f} | {r['x_cp_sync']:.2f} | "
-              f"{r['rss_mb']:.0f} | {r['anon_mb']:.0f} | {r['weights_mb']:.0f} | {checked} |")
+              f"{r['rss_mb']:.0f} | {r['anon_mb']:.0f} | {r['weights_mb']:.0f} | {target} | {checked} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -21,9 +21,9 @@ import numpy as np
 
 from amanda_core.errors import AmandaError, GraphError, first_line
 from amanda_core.ir.graph import Graph, GraphInput, Op, OutputPort
-from amanda_core.ir.tensor import Tensor, as_array
+from amanda_core.ir.tensor import Tensor, as_array, resolve_dtype
 
-from .dtypes import DTypeError, dtype_enum, parse_dtype
+from .dtypes import DTypeError, dtype_enum, dtype_from_numpy, parse_dtype
 
 FAMILY = "amanda/tensorflow"
 
@@ -37,6 +37,9 @@ class GraphDefParts:
     inputs: list[str]
     outputs: list[str]
     input_dtypes: list[str]
+    variables: list[tuple[str, Any]] = attrs.field(factory=list)
+    """``(Placeholder node name, value)`` of the constants left out of the GraphDef (``to_graph_def(graph,
+    variables=True)``): the SavedModel exporter feeds each placeholder from a variable holding the value."""
 
 
 def _tf() -> Any:
@@ -252,8 +255,30 @@ def _order(g: Graph) -> tuple[Op, ...]:
     return g.topological_order()
 
 
-def to_graph_def(graph: Graph) -> GraphDefParts:
-    """The graph as a ``GraphDef`` (imports TensorFlow)."""
+VARIABLE_BYTES = 1024
+"""A SavedModel holds a top-level ``Const`` of at least this many bytes (of a numeric type) as a variable."""
+
+
+def _as_variable(op: Op) -> Any:
+    """The value of ``op`` when it is a ``Const`` the SavedModel exporter writes as a variable, else None."""
+    if op.type != "Const" or op.control_inputs or op.control_outputs:
+        return None
+    value = op.attrs.get("value")
+    if not isinstance(value, (np.ndarray, Tensor)) or int(value.nbytes) < VARIABLE_BYTES:
+        return None
+    try:
+        name = dtype_from_numpy(value.dtype if isinstance(value, np.ndarray) else resolve_dtype(value.dtype))
+    except (DTypeError, TypeError):
+        return None
+    if name in ("string", "resource", "variant") or op.attrs.get("dtype") != name:
+        return None
+    return value
+
+
+def to_graph_def(graph: Graph, *, variables: bool = False) -> GraphDefParts:
+    """The graph as a ``GraphDef`` (imports TensorFlow).  With ``variables=True`` every top-level ``Const``
+    of at least :data:`VARIABLE_BYTES` becomes a ``Placeholder`` of its dtype and shape, its value listed in
+    ``GraphDefParts.variables`` (not copied into the GraphDef)."""
     tf = _tf()
     from tensorflow.core.framework import graph_pb2, node_def_pb2
 
@@ -291,7 +316,15 @@ def to_graph_def(graph: Graph) -> GraphDefParts:
         node_name = names.by_op[src.owner]  # type: ignore[index]
         return node_name if k == 0 else f"{node_name}:{k}"
 
+    held: list[tuple[str, Any]] = []
     for op in ops:
+        value = _as_variable(op) if variables else None
+        if value is not None:
+            node = gd.node.add(name=names.by_op[op], op="Placeholder")
+            node.attr["dtype"].type = dtype_enum(op.attrs["dtype"])
+            _shape_proto(list(value.shape), node.attr["shape"].shape)
+            held.append((node.name, value))
+            continue
         gd.node.append(_node(op, names.by_op[op], encoder, ref, names))
     for port in graph.output_ports:
         src = port.source
@@ -305,7 +338,7 @@ def to_graph_def(graph: Graph) -> GraphDefParts:
     for fdef in encoder.functions.values():
         gd.library.function.append(fdef)
     del tf
-    return GraphDefParts(gd, graph.input_ports.names(), graph.output_ports.names(), input_dtypes)
+    return GraphDefParts(gd, graph.input_ports.names(), graph.output_ports.names(), input_dtypes, held)
 
 
 def _function_def(g: Graph, name: str, encoder: _Encoder) -> Any:
@@ -417,22 +450,34 @@ def _is_directory_target(path: str) -> bool:
     return path.endswith(("/", os.sep)) or path.lower().endswith(".savedmodel") or os.path.isdir(path)
 
 
-def serving_function(graph: Graph) -> tuple[Any, GraphDefParts]:
+def serving_function(graph: Graph, variables: list[Any] | None = None) -> tuple[Any, GraphDefParts]:
     """A ``tf.function`` with the graph's input signature (names, dtypes, shapes with unknown dims) whose body
-    is the graph's GraphDef imported in place; it returns ``{output name: tensor}``."""
+    is the graph's GraphDef imported in place; it returns ``{output name: tensor}``.  With a list as
+    ``variables``, the large constants become variables (``to_graph_def(graph, variables=True)``): the list
+    receives one uninitialized variable per entry of ``GraphDefParts.variables``, in order, and the function
+    reads them."""
     tf = _tf()
-    parts = to_graph_def(graph)
+    parts = to_graph_def(graph, variables=variables is not None)
     specs = []
     for name, dt in zip(parts.inputs, parts.input_dtypes):
         t = parse_dtype(dt)
         specs.append(tf.TensorSpec(None if t.shape is None else list(t.shape), t.name, name=name))
     fetches = [f"{n}:0" for n in parts.outputs]
     out_names = list(parts.outputs)
+    if variables is not None:
+        from tensorflow.python.ops.resource_variable_ops import UninitializedVariable
+
+        with tf.init_scope():
+            for name, value in parts.variables:  # no storage until the checkpoint is restored
+                variables.append(UninitializedVariable(shape=list(value.shape), dtype=dtype_of(value), name=name))
+    held = [f"{n}:0" for n, _ in parts.variables]
 
     @tf.function(input_signature=specs, autograph=False)
     def serve(*args: Any) -> dict[str, Any]:
-        values = tf.graph_util.import_graph_def(parts.graph_def, input_map=dict(zip(parts.inputs, args)),
-                                                return_elements=fetches, name="")
+        feeds = dict(zip(parts.inputs, args))
+        for key, var in zip(held, variables or ()):
+            feeds[key] = var.read_value()
+        values = tf.graph_util.import_graph_def(parts.graph_def, input_map=feeds, return_elements=fetches, name="")
         return {n: tf.identity(v, name=n) for n, v in zip(out_names, values)}
 
     try:
@@ -442,16 +487,69 @@ def serving_function(graph: Graph) -> tuple[Any, GraphDefParts]:
     return serve, parts
 
 
+def dtype_of(value: Any) -> Any:
+    return value.dtype if isinstance(value, np.ndarray) else resolve_dtype(value.dtype)
+
+
+def _variable_keys(prefix: str, count: int) -> list[str]:
+    """The checkpoint keys TensorFlow gave the variables of the module's ``weights`` list (from the object
+    graph of the checkpoint it wrote at ``prefix``)."""
+    from .checkpoint import object_graph
+
+    objects = object_graph(prefix)
+
+    def child(node: Any, name: str) -> Any:
+        for ref in node.children:
+            if ref.local_name == name:
+                return objects.nodes[ref.node_id]
+        raise AmandaError(f"{prefix}: the checkpoint TensorFlow wrote has no object {name!r}")
+
+    listed = child(objects.nodes[0], "weights")
+    keys = []
+    for i in range(count):
+        attrs_ = [a.checkpoint_key for a in child(listed, str(i)).attributes if a.name == "VARIABLE_VALUE"]
+        if len(attrs_) != 1:
+            raise AmandaError(f"{prefix}: the checkpoint TensorFlow wrote has no key for variable {i}")
+        keys.append(attrs_[0])
+    return keys
+
+
+def _sync_tree(root: str) -> None:
+    """fsync every file and folder under ``root`` (a folder moved into place after this is complete on disk)."""
+    for folder, _, files in os.walk(root):
+        for name in files:
+            fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def save_saved_model(graph: Graph, path: str) -> None:
     """A SavedModel directory whose ``serving_default`` signature takes the graph's inputs by name and returns
-    its outputs by name."""
+    its outputs by name.  Top-level constants of at least :data:`VARIABLE_BYTES` are variables of the
+    SavedModel (in its ``variables/`` checkpoint, the function reading them), written tensor by tensor
+    (:func:`amanda_tf.checkpoint.write_tensors`): no copy of the weights is built in memory."""
     tf = _tf()
-    serve, _ = serving_function(graph)
+    from .checkpoint import write_tensors
+
+    weights: list[Any] = []
+    serve, parts = serving_function(graph, weights)
     module = tf.Module()
     module.serve = serve
+    module.weights = weights
     with _atomic_directory(path) as tmp:
         try:
             tf.saved_model.save(module, tmp, signatures={"serving_default": serve.get_concrete_function()})
+            if parts.variables:  # TensorFlow saved the variables' keys but no values: the values go there
+                prefix = os.path.join(tmp, "variables", "variables")
+                keys = _variable_keys(prefix, len(parts.variables))
+                write_tensors(prefix, [(k, v) for k, (_, v) in zip(keys, parts.variables)])
         except (ValueError, TypeError, tf.errors.OpError) as e:
             raise AmandaError(f"{path}: TensorFlow cannot save the SavedModel: {first_line(e)}") from None
         record = graph.attrs.get("amanda_provenance")
@@ -462,6 +560,7 @@ def save_saved_model(graph: Graph, path: str) -> None:
             text = record if isinstance(record, str) else json.dumps(record, sort_keys=True, separators=(",", ":"))
             with open(os.path.join(tmp, "assets", PROVENANCE_ASSET), "w", encoding="utf-8") as f:
                 f.write(text)
+        _sync_tree(tmp)
 
 
 PROVENANCE_ASSET = "amanda_provenance.json"

@@ -156,12 +156,15 @@ class GraphBuilder:
         self._stack: list[str] = []
 
     # ------------------------------------------------------------------ attributes
-    def decode_attrs(self, node: Any, d: Any, where: str) -> tuple[dict[str, Any], dict[str, Any],
-                                                                  list[list[int] | None] | None]:
+    def decode_attrs(self, node: Any, d: Any, where: str, value: Any = None
+                     ) -> tuple[dict[str, Any], dict[str, Any], list[list[int] | None] | None]:
+        """The node's attributes, private attributes and output shapes; ``value``, when given, is the
+        ``value`` attribute's tensor (a ``Const`` whose proto carries no data)."""
         types = {a.name: a.type for a in d.attr}
         attrs: dict[str, Any] = {}
         private: dict[str, Any] = {}
         shapes: list[list[int] | None] | None = None
+        given = value
         for key in sorted(node.attr):
             value = node.attr[key]
             if key.startswith("_"):
@@ -171,7 +174,9 @@ class GraphBuilder:
                     private[key] = decode_attr_value(value)
                 continue
             kind = value.WhichOneof("value")
-            if kind == "tensor":
+            if kind == "tensor" and key == "value" and given is not None:
+                attrs[key] = given
+            elif kind == "tensor":
                 attrs[key] = decode_const_tensor(value.tensor)
             elif kind == "func":
                 attrs[key] = self.function_graph(value.func, where)
@@ -270,9 +275,10 @@ class GraphBuilder:
         return g
 
     # ------------------------------------------------------------------ nodes
-    def _make_op(self, g: Graph, node: Any, where: str) -> tuple[Op, dict[tuple[str, int], OutputPort]]:
+    def _make_op(self, g: Graph, node: Any, where: str, value: Any = None
+                 ) -> tuple[Op, dict[tuple[str, int], OutputPort]]:
         d = op_def(node.op, f"{where}node {node.name!r}: ")
-        attrs, private, shapes = self.decode_attrs(node, d, f"{where}node {node.name!r}: ")
+        attrs, private, shapes = self.decode_attrs(node, d, f"{where}node {node.name!r}: ", value)
         outs = output_layout(d, attrs)
         ins = input_layout(d, attrs)
         out_specs = []
@@ -314,9 +320,11 @@ class GraphBuilder:
 
     # ------------------------------------------------------------------ top level
     def build_graph_def(self, graph_def: Any, namespace: str, inputs: Sequence[tuple[str, str, str | None]],
-                        outputs: Sequence[tuple[str, str]]) -> Graph:
+                        outputs: Sequence[tuple[str, str]], const_values: Mapping[str, Any] | None = None) -> Graph:
         """A GraphDef as a graph.  ``inputs``: ``(placeholder node, graph input name, dtype or None)``;
-        ``outputs``: ``(tensor name "node:i", graph output name)``."""
+        ``outputs``: ``(tensor name "node:i", graph output name)``; ``const_values``: the values of ``Const``
+        nodes (by name) whose protos carry dtype and shape only (variables frozen without their data)."""
+        const_values = const_values or {}
         g = Graph(namespace)
         versions = graph_def.versions
         g.attrs["versions"] = {"producer": int(versions.producer), "min_consumer": int(versions.min_consumer)}
@@ -338,7 +346,8 @@ class GraphBuilder:
                     continue
                 if node.name in producers:
                     raise FormatError(f"two nodes are named {node.name!r}")
-                op, ports = self._make_op(g, node, "")
+                given = const_values.get(node.name) if node.op == "Const" else None
+                op, ports = self._make_op(g, node, "", given)
                 producers[node.name] = (op, ports)
                 pending.append((op, node))
             missing = [n for n in feeds if n not in producers]

@@ -4,8 +4,11 @@ Sources: live Keras models, ``.keras`` files, ``tf.function``s (a concrete funct
 signature from ``inputs=``), ``tf.Module``s with a ``__call__`` tf.function, SavedModel directories (one
 signature, ``serving_default`` unless ``signature=`` says otherwise) and frozen GraphDef ``.pb`` files
 (``inputs=``/``outputs=`` name the placeholders and the fetched tensors).  Everything but a frozen GraphDef goes
-through a concrete function frozen by TensorFlow's ``convert_variables_to_constants_v2`` (variables become
-``Const`` ops; functional control flow is not lowered).  See ``docs/tensorflow.md`` for the representation.
+through a concrete function frozen as TensorFlow's ``convert_variables_to_constants_v2`` freezes it (variables
+become ``Const`` ops; functional control flow is not lowered), except that the ``Const`` nodes TensorFlow sees
+carry only dtype and shape: each one's value is the variable's own storage (a live model) or its bytes in the
+SavedModel's checkpoint, mapped (:mod:`amanda_tf.checkpoint`), so the weights are never copied.  See
+``docs/tensorflow.md`` for the representation.
 """
 
 from __future__ import annotations
@@ -14,10 +17,13 @@ __all__ = ["load_model", "is_tf_program", "from_concrete_function", "from_graph_
 
 import os
 import sys
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import numpy as np
 
 from amanda_core.errors import AmandaError, FormatError, first_line
 from amanda_core.ir.graph import Graph
+from amanda_core.ir.tensor import Tensor, resolve_dtype
 
 from .dtypes import DTypeError, parse_dtype
 
@@ -148,6 +154,74 @@ def _input_names(cf: Any, frozen: Any) -> list[str]:
     return names
 
 
+Weights = Callable[[Any], "np.ndarray | Tensor | None"]
+"""Where the value of a variable a function reads comes from: the variable -> its value (an array or a lazy
+:class:`Tensor`), or None to read the variable itself."""
+
+
+def _live_value(var: Any) -> np.ndarray:
+    """The variable's value as a read-only array sharing TensorFlow's storage (no copy; a later assignment to
+    the variable gives it new storage and leaves this array as it was)."""
+    array = np.asarray(var.read_value())
+    if array.flags.writeable:
+        array = array.view()
+        array.flags.writeable = False
+    return array
+
+
+def _freeze(cf: Any, weights: Weights | None) -> tuple[Any, dict[str, Any]]:
+    """The function frozen with ``lower_control_flow=False``, and ``{Const node name: value}`` of the variables
+    it read.  Each variable's ``Const`` carries its dtype and shape but no data (TensorFlow's shape inference
+    needs no more); its value is ``weights(var)`` or the variable's storage, never copied into a protobuf."""
+    from tensorflow.python.framework import convert_to_constants as c2c
+    from tensorflow.python.framework import tensor_shape
+    from tensorflow.python.ops import resource_variable_ops
+
+    values: dict[int, Any] = {}
+
+    class _Data(c2c._FunctionConverterDataInEager):  # type: ignore[misc,name-defined]
+        def _eval(self, tensor: Any) -> Any:
+            if not isinstance(tensor, resource_variable_ops.BaseResourceVariable):
+                return super()._eval(tensor)
+            value = weights(tensor) if weights is not None else None
+            if value is None:
+                value = _live_value(tensor)
+            values[id(tensor)] = value
+            nd = value.dtype if isinstance(value, np.ndarray) else np.dtype(resolve_dtype(value.dtype))
+            return np.broadcast_to(np.zeros((), nd), tuple(value.shape))  # dtype and shape only: no memory
+
+    data = _Data(func=cf, lower_control_flow=False, aggressive_inlining=False)
+    by_index = {}
+    for idx, captured in enumerate(cf.captured_inputs):
+        for var in cf.graph.variables:
+            if var.handle is captured and id(var) in values:
+                by_index[idx] = values[id(var)]
+    graph = c2c._GraphDef(data.graph_def)
+    consts: dict[str, Any] = {}
+    for name, td in data.tensor_data.items():
+        node = graph.nodes[name]
+        if td.index not in by_index:
+            node.convert_variable_to_constant(None, td)
+            continue
+        if not isinstance(node, c2c._VarHandle):
+            raise TypeError(f"capture {name!r} is a {type(node).__name__}")
+        # as _VarHandle.convert_variable_to_constant, the value's data left out
+        out = node.converted_self().node
+        out.Clear()
+        out.name = node.node.name
+        out.op = "Const"
+        out.attr["dtype"].CopyFrom(td.dtype_attr)
+        proto = out.attr["value"].tensor
+        proto.dtype = td.dtype
+        proto.tensor_shape.CopyFrom(tensor_shape.as_shape(td.numpy.shape).as_proto())
+        for edge in node.outgoing_edges:
+            edge.destination.convertible.convert_variable_to_constant(edge, td)
+        consts[name] = by_index[td.index]
+    converted = {td.index for td in data.tensor_data.values() if td.index is not None}
+    frozen = c2c._construct_concrete_function(cf, graph.converted_self().graph_def, converted)
+    return frozen, consts
+
+
 _LOWERING = "_lower_using_switch_merge"
 _BRANCHES = ("then_branch", "else_branch", "cond", "body")
 
@@ -174,15 +248,17 @@ def _restore_lowering(frozen: Any, source: Any) -> None:
 
 
 def from_concrete_function(cf: Any, *, input_names: Sequence[str] | None = None,
-                           output_names: Sequence[str] | None = None, single_output: str | None = None) -> Graph:
-    """A concrete function, frozen (variables as ``Const``, control flow kept functional), as a graph."""
+                           output_names: Sequence[str] | None = None, single_output: str | None = None,
+                           weights: Weights | None = None) -> Graph:
+    """A concrete function, frozen (variables as ``Const``, control flow kept functional), as a graph.  The
+    values of the variables it reads are ``weights(var)`` when that gives one, else the variables' own storage
+    (shared, not copied)."""
     _tf()
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
-
     try:
-        frozen = convert_variables_to_constants_v2(cf, lower_control_flow=False)
+        frozen, consts = _freeze(cf, weights)
     except Exception as e:  # TensorFlow raises many types here
-        raise AmandaError(f"TensorFlow cannot freeze the function {getattr(cf, 'name', '')!r}: {e}") from None
+        raise AmandaError(f"TensorFlow cannot freeze the function {getattr(cf, 'name', '')!r}: "
+                          f"{first_line(e)}") from None
     graph_def = frozen.graph.as_graph_def(add_shapes=True)
     _restore_lowering(graph_def, cf.graph.as_graph_def())
     ins = list(input_names) if input_names is not None else _input_names(cf, frozen)
@@ -196,20 +272,21 @@ def from_concrete_function(cf: Any, *, input_names: Sequence[str] | None = None,
         dt = t.dtype.name + ("" if shape is None else "[" + ",".join("?" if d < 0 else str(d) for d in shape) + "]")
         inputs.append((t.op.name, name, dt))
     outputs = [(t.name, name) for t, name in zip(frozen.outputs, outs)]
-    return from_graph_def(graph_def, inputs=inputs, outputs=outputs)
+    return from_graph_def(graph_def, inputs=inputs, outputs=outputs, const_values=consts)
 
 
 def from_graph_def(graph_def: Any, *, inputs: Sequence[tuple[str, str, str | None]],
-                   outputs: Sequence[tuple[str, str]]) -> Graph:
+                   outputs: Sequence[tuple[str, str]], const_values: Mapping[str, Any] | None = None) -> Graph:
     """A GraphDef as a graph: ``inputs`` are ``(placeholder node, input name, dtype string or None)``,
-    ``outputs`` ``(tensor name, output name)``."""
+    ``outputs`` ``(tensor name, output name)``; ``const_values`` the values of top-level ``Const`` nodes (by
+    name) whose ``value`` attribute carries no data."""
     from .graphdef import GraphBuilder
 
     names = [n for _, n, _ in inputs] + [n for _, n in outputs]
     if len(set(n for _, n, _ in inputs)) != len(inputs) or len(set(n for _, n in outputs)) != len(outputs):
         raise AmandaError(f"input and output names must be unique, got {names}")
     builder = GraphBuilder(graph_def.library)
-    return builder.build_graph_def(graph_def, _namespace(), inputs, outputs)
+    return builder.build_graph_def(graph_def, _namespace(), inputs, outputs, const_values=const_values)
 
 
 # --------------------------------------------------------------------------- sources
@@ -303,9 +380,9 @@ def _from_function(fn: Any, inputs: Sequence[Any] | None) -> Graph:
     return _from_concrete(cf, inputs)
 
 
-def _from_concrete(cf: Any, inputs: Sequence[Any] | None) -> Graph:
+def _from_concrete(cf: Any, inputs: Sequence[Any] | None, weights: Weights | None = None) -> Graph:
     tf = _tf()
-    graph = from_concrete_function(cf)
+    graph = from_concrete_function(cf, weights=weights)
     for spec in inputs or ():
         name, dtype, shape = _spec_parts(spec)
         port = graph.input_ports.get(name)
@@ -318,6 +395,74 @@ def _from_concrete(cf: Any, inputs: Sequence[Any] | None) -> Graph:
     return graph
 
 
+def _checkpoint_weights(path: str, signature: str, cf: Any) -> Weights | None:
+    """The values of the variables the signature function ``cf`` reads, as tensors of the SavedModel's
+    checkpoint (mapped, read lazily): the function's captures are the variables the SavedModel's object graph
+    binds to it (``bound_inputs``, node ids), and the checkpoint's object graph gives each node id's key.  None
+    when the SavedModel does not say (a TensorFlow 1 SavedModel, no object graph, a bundle this reader does not
+    map): the caller then restores the variables."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    from .checkpoint import Bundle, UnsupportedBundle
+
+    pb = os.path.join(path, "saved_model.pb")
+    prefix = os.path.join(path, "variables", "variables")
+    if not os.path.isfile(pb):
+        return None
+    if not os.path.isfile(prefix + ".index"):
+        return None if cf.captured_inputs else (lambda var: None)
+    saved = saved_model_pb2.SavedModel()
+    with open(pb, "rb") as f:
+        saved.ParseFromString(f.read())
+    if len(saved.meta_graphs) != 1:
+        return None
+    objects = saved.meta_graphs[0].object_graph_def
+    if not objects.nodes:
+        return None
+
+    def child(node_id: int, name: str) -> int | None:
+        for ref in objects.nodes[node_id].children:
+            if ref.local_name == name:
+                return int(ref.node_id)
+        return None
+
+    sigs = child(0, "signatures")
+    node = child(sigs, signature) if sigs is not None else None
+    if node is None or objects.nodes[node].WhichOneof("kind") != "bare_concrete_function":
+        return None
+    fn = objects.concrete_functions.get(objects.nodes[node].bare_concrete_function.concrete_function_name)
+    if fn is None or len(fn.bound_inputs) != len(cf.captured_inputs):
+        return None
+    try:
+        bundle = Bundle(prefix)
+        checkpoint = bundle.object_graph()
+    except UnsupportedBundle:
+        return None
+    if checkpoint is None:
+        return None
+    node_of = {id(t): int(n) for t, n in zip(cf.captured_inputs, fn.bound_inputs)}
+
+    def weights(var: Any) -> Any:
+        node_id = node_of.get(id(var.handle))
+        if node_id is None or node_id >= len(checkpoint.nodes):
+            return None
+        keys = [a.checkpoint_key for a in checkpoint.nodes[node_id].attributes if a.name == "VARIABLE_VALUE"]
+        if not keys:
+            raise FormatError(f"{path}: the checkpoint has no value for the variable {var.name!r}")
+        value = bundle.tensor(keys[0])
+        want = var.dtype.as_numpy_dtype
+        got = value.dtype if isinstance(value, np.ndarray) else resolve_dtype(value.dtype)
+        shape_fits = var.shape.rank is None or (
+            len(var.shape) == len(value.shape)
+            and all(d is None or d == v for d, v in zip(var.shape.as_list(), value.shape)))
+        if np.dtype(got) != np.dtype(want) or not shape_fits:
+            raise FormatError(f"{path}: the checkpoint's {keys[0]!r} is {np.dtype(got).name}{list(value.shape)}, "
+                              f"the variable {var.name!r} it restores is {np.dtype(want).name}{var.shape}")
+        return value
+
+    return weights
+
+
 def _saved_model(path: str, signature: str | None, inputs: Sequence[Any] | None) -> Graph:
     tf = _tf()
     if not os.path.isdir(path):
@@ -325,16 +470,29 @@ def _saved_model(path: str, signature: str | None, inputs: Sequence[Any] | None)
     if not (os.path.exists(os.path.join(path, "saved_model.pb"))
             or os.path.exists(os.path.join(path, "saved_model.pbtxt"))):
         raise FormatError(f"{path}: not a SavedModel directory (no saved_model.pb in it)")
+    name = signature or "serving_default"
+
+    def signature_of(loaded: Any) -> Any:
+        sigs = dict(loaded.signatures)
+        if name not in sigs:
+            raise FormatError(f"{path}: no signature {name!r} in the SavedModel (signatures: "
+                              f"{', '.join(sorted(sigs)) or 'none'})")
+        return sigs[name]
+
+    # the graph without its weights (variables left unrestored), then the weights from the mapped checkpoint
     try:
-        loaded = tf.saved_model.load(path)
+        loaded = tf.saved_model.load(path, options=tf.saved_model.LoadOptions(experimental_skip_checkpoint=True))
     except Exception as e:
         raise FormatError(f"{path}: TensorFlow cannot load the SavedModel: {first_line(e)}") from None
-    name = signature or "serving_default"
-    sigs = dict(loaded.signatures)
-    if name not in sigs:
-        raise FormatError(f"{path}: no signature {name!r} in the SavedModel (signatures: "
-                          f"{', '.join(sorted(sigs)) or 'none'})")
-    graph = _from_concrete(sigs[name], inputs)
+    cf = signature_of(loaded)
+    weights = _checkpoint_weights(path, name, cf)
+    if weights is None:  # not mappable: restored by TensorFlow, the values shared with its variables
+        try:
+            loaded = tf.saved_model.load(path)
+        except Exception as e:
+            raise FormatError(f"{path}: TensorFlow cannot load the SavedModel: {first_line(e)}") from None
+        cf = signature_of(loaded)
+    graph = _from_concrete(cf, inputs, weights)
     record = os.path.join(path, "assets", "amanda_provenance.json")
     if os.path.isfile(record):  # written by Amanda's exporter: what made this SavedModel
         import json
