@@ -7,6 +7,8 @@
 * a SavedModel becomes a ``.pt2`` and a ``.py`` torch program;
 * a direct torch -> TF table (given here, none ships) is chosen over the chain through ONNX, and ``--explain``
   says why.
+
+Keras -> torch with ``--input-layout channels-first`` runs with ``AMANDA_SLOW=1``.
 """
 
 from __future__ import annotations
@@ -136,6 +138,9 @@ def test_a_keras_model_becomes_onnx_with_channels_first_inputs_and_outputs(tmp_p
     assert r.returncode == 0 and "same outputs" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("AMANDA_SLOW"), reason="slow: set AMANDA_SLOW=1 (the same pass and option "
+                                                              "as Keras -> ONNX, then the ONNX -> torch table)")
 def test_a_keras_model_becomes_a_torch_program_taking_channels_first_data(tmp_path):
     out = tmp_path / "cnn.pt2"
     r = amanda("convert", "examples.tf.small_cnn:build", "--to", "amanda/pytorch", "-o", str(out), "--check",
