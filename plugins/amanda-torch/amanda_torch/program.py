@@ -19,6 +19,7 @@ import keyword
 import operator
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -201,6 +202,7 @@ def _resolve_overload(op_type: str) -> list[Any]:
 # --------------------------------------------------------------------------- literals
 
 
+@lru_cache(maxsize=1024)  # a schema's few type texts, read for every literal argument (each list element too)
 def _base_type(type_text: str) -> str:
     t = type_text.strip()
     while t.endswith("?"):
