@@ -31,6 +31,20 @@ def _dense_saved_model(path, width=48, layers=3):
     return model
 
 
+@pytest.fixture(scope="module")
+def dense_saved(tmp_path_factory):
+    """A SavedModel of three 48x48 Dense layers (made once) and the Keras model it was saved from."""
+    path = tmp_path_factory.mktemp("dense") / "src"
+    return path, _dense_saved_model(path)
+
+
+def _copy(src, dst):
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
 def _serve(path, x):
     fn = tf.saved_model.load(str(path)).signatures["serving_default"]
     (name,) = fn.structured_input_signature[1]
@@ -66,9 +80,8 @@ def _graph_consts_bytes(saved):
     return largest
 
 
-def test_saved_model_weights_are_mapped_from_the_checkpoint(tmp_path):
-    src = tmp_path / "src"
-    model = _dense_saved_model(src)
+def test_saved_model_weights_are_mapped_from_the_checkpoint(dense_saved):
+    src, model = dense_saved
     g = load_model(str(src))
     consts = _consts(g)
     mapped = [v for v in consts.values() if isinstance(v, FileTensor)]
@@ -89,9 +102,8 @@ def test_saved_model_weights_are_mapped_from_the_checkpoint(tmp_path):
     _assert_same_served(got, served)
 
 
-def test_saved_model_round_trip_writes_variables_bit_exact(tmp_path):
-    src = tmp_path / "src"
-    _dense_saved_model(src)
+def test_saved_model_round_trip_writes_variables_bit_exact(tmp_path, dense_saved):
+    src, _ = dense_saved
     out = tmp_path / "out.savedmodel"
     save_model(load_model(str(src)), str(out))
     # the weights are variables of the checkpoint, not constants of the graph
@@ -161,9 +173,8 @@ def test_bundle_reader_agrees_with_tensorflow_for_every_dtype(tmp_path):
         assert got.tobytes() == want.tobytes() if key != "text" else list(got) == list(want)
 
 
-def test_missing_or_short_data_file_names_tensor_and_file(tmp_path):
-    src = tmp_path / "src"
-    _dense_saved_model(src)
+def test_missing_or_short_data_file_names_tensor_and_file(tmp_path, dense_saved):
+    src = _copy(dense_saved[0], tmp_path / "src")
     data = src / "variables" / "variables.data-00000-of-00001"
     size = os.path.getsize(data)
     with open(data, "r+b") as f:
@@ -176,9 +187,8 @@ def test_missing_or_short_data_file_names_tensor_and_file(tmp_path):
         load_model(str(src))
 
 
-def test_broken_index_is_a_format_error(tmp_path):
-    src = tmp_path / "src"
-    _dense_saved_model(src)
+def test_broken_index_is_a_format_error(tmp_path, dense_saved):
+    src = _copy(dense_saved[0], tmp_path / "src")
     (src / "variables" / "variables.index").write_bytes(b"\0" * 100)
     with pytest.raises(FormatError, match=r"variables\.index: not a checkpoint index"):
         checkpoint.Bundle(str(src / "variables" / "variables"))
@@ -202,9 +212,8 @@ def test_large_constants_of_a_function_become_variables_small_ones_stay(tmp_path
     _assert_same_served(got, f(tf.constant(x)).numpy())
 
 
-def test_rewriting_a_saved_model_in_place_reads_the_old_checkpoint_to_the_end(tmp_path):
-    src = tmp_path / "src"
-    _dense_saved_model(src)
+def test_rewriting_a_saved_model_in_place_reads_the_old_checkpoint_to_the_end(tmp_path, dense_saved):
+    src = _copy(dense_saved[0], tmp_path / "src")
     x = np.random.default_rng(6).standard_normal((2, 48)).astype(np.float32)
     (want,) = _serve(src, x).values()
     g = load_model(str(src))  # its weights are the files about to be replaced
