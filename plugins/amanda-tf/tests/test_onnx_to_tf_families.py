@@ -113,7 +113,8 @@ NEWEST_CASES = ["test_attention_4d_gqa_causal", "test_attention_3d_diff_heads_si
                 "test_reduce_min_bool_inputs", "test_swish", "test_mod_mixed_sign_float16",
                 "test_group_normalization_epsilon", "test_qlinearmatmul_3D_int8_float16",
                 "test_regex_full_match_email_domain", "test_string_concat_broadcasting", "test_attention_local_window",
-                "test_attention_bidirectional_window"]
+                "test_attention_bidirectional_window", "test_tensorscatter_circular", "test_tensorscatter_3d",
+                "test_celu_float16"]
 """Ops of opsets above 18, converted by ``onnx_newest_to_tf.yaml`` ahead of the opset chain."""
 
 NEWEST_REFUSED = ["test_attention_4d_with_qk_matmul_softcap", "test_attention_4d_with_qk_matmul",
@@ -152,3 +153,30 @@ def test_stored_cases(bench: Any) -> None:
     for case in found:
         outcome, detail = bench.attempt(case)
         assert outcome == "pass", (case.name, outcome, detail)
+
+
+def test_tensorscatter_without_write_indices(bench: Any) -> None:
+    """TensorScatter-24 without write indices writes at 0 (no node case has it): checked against onnx's reference
+    evaluator."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    node = helper.make_node("TensorScatter", ["pc", "u"], ["y"], mode="linear", axis=-2)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("pc", TensorProto.FLOAT, [2, 3, 4, 2]),
+                                            helper.make_tensor_value_info("u", TensorProto.FLOAT, [2, 3, 2, 2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 24)]))
+    rng = np.random.default_rng(0)
+    feeds = [rng.random((2, 3, 4, 2), dtype=np.float32), rng.random((2, 3, 2, 2), dtype=np.float32)]
+    expected = ReferenceEvaluator(model).run(None, {"pc": feeds[0], "u": feeds[1]})
+
+    class Case:
+        name = "tensorscatter_no_write_indices"
+        rtol, atol = 0.0, 0.0
+
+    Case.model = model
+    Case.data_sets = [(feeds, expected)]
+    assert bench.attempt(Case) == ("pass", "")
+
