@@ -38,11 +38,14 @@ class LstmReport:
     fused: list[str] = field(default_factory=list)
     left: list[tuple[str, str]] = field(default_factory=list)
     fused_gru: list[str] = field(default_factory=list)
+    fused_rnn: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         text = f"{len(self.fused)} Keras LSTM loop(s) -> ONNX LSTM"
         if self.fused_gru:
             text += f", {len(self.fused_gru)} Keras GRU loop(s) -> ONNX GRU"
+        if self.fused_rnn:
+            text += f", {len(self.fused_rnn)} Keras SimpleRNN loop(s) -> ONNX RNN"
         if self.left:
             text += "; left as they are: " + "; ".join(f"{n} ({why})" for n, why in self.left)
         return text
@@ -149,7 +152,47 @@ def _read_cell(body: Graph) -> _Cell:
         try:
             return _read_gru_cell(body)
         except _NoMatch as gru:
-            raise _NoMatch(f"not an LSTM ({lstm}) nor a GRU ({gru})") from None
+            try:
+                return _read_simple_cell(body)
+            except _NoMatch as simple:
+                raise _NoMatch(f"not an LSTM ({lstm}) nor a GRU ({gru}) nor a SimpleRNN ({simple})") from None
+
+
+def _read_simple_cell(body: Graph) -> _Cell:
+    """Keras' SimpleRNN cell with its default tanh: ``h' = tanh(x_t @ kernel (+ bias) + h @ recurrent_kernel)``
+    (ONNX ``RNN``)."""
+    outs = [_through_identity(p.source) for p in body.output_ports]
+    k_out, set_item = _set_item(body, outs)
+    h_new = _src(set_item, 2)
+    pre = _activation(h_new, "Tanh")
+    a, b = _add_operands(pre)
+
+    def recurrent_term(p: OutputPort) -> None:
+        mm = _op_of(p, "MatMul")
+        _input_index(body, _src(mm, 0))
+
+    hr, xw = _pair(a, b, recurrent_term)
+    k_bias = None
+    if xw.op is not None and xw.op.type == "BiasAdd":
+        if xw.op.attrs.get("data_format", "NHWC") != "NHWC":
+            raise _NoMatch("BiasAdd in NCHW")
+        k_bias = _input_index(body, _src(xw.op, 1))
+        xw = _src(xw.op, 0)
+    mm_x, mm_h = _op_of(xw, "MatMul"), _op_of(hr, "MatMul")
+    for mm in (mm_x, mm_h):
+        if mm.attrs.get("transpose_a") or mm.attrs.get("transpose_b"):
+            raise _NoMatch(f"MatMul {mm.name!r} transposes an operand")
+    get = _op_of(_src(mm_x, 0), "TensorListGetItem")
+    k_x = _input_index(body, _src(get, 0))
+    k_t = _input_index(body, _src(get, 1))
+    k_kernel = _input_index(body, _src(mm_x, 1))
+    k_h = _input_index(body, _src(mm_h, 0))
+    k_recurrent = _input_index(body, _src(mm_h, 1))
+    if outs[k_h] is not h_new:
+        raise _NoMatch("the state h is not carried to the next step")
+    _steps_and_weights(body, outs, k_t, [k_x, k_kernel, k_recurrent, k_bias])
+    return _Cell(k_x, k_t, k_h, -1, k_out, k_kernel, k_recurrent, k_bias, _out_index(body, set_item, k_t), set_item,
+                 "rnn")
 
 
 def _set_item(body: Graph, outs: list[OutputPort | None]) -> tuple[int, Op]:
@@ -493,7 +536,7 @@ def _plan(graph: Graph, loop: Op) -> _Plan:
     if kernel is None or recurrent is None or (cell.k_bias is not None and bias is None):
         raise _NoMatch("the weights are not constants")
     units = recurrent.shape[0] if recurrent.ndim == 2 else -1
-    gates, bias_shape = (4, (4 * units,)) if cell.kind == "lstm" else (3, (2, 3 * units))
+    gates, bias_shape = {"lstm": (4, (4 * units,)), "gru": (3, (2, 3 * units)), "rnn": (1, (units,))}[cell.kind]
     if (kernel.shape != (features, gates * units) or recurrent.shape != (units, gates * units)
             or (bias is not None and bias.shape != bias_shape)):
         raise _NoMatch(f"the weights' shapes are not an {cell.kind.upper()}'s")
@@ -573,8 +616,8 @@ def _write(graph: Graph, p: _Plan) -> None:
     loop, cell, units = p.loop, p.cell, p.units
     batch = (_shape(p.x) or [None, None])[1]
     w = _Writer(graph, loop.name.rsplit("/", 1)[0] if "/" in loop.name else loop.name)
-    if cell.kind == "gru":
-        rnn = _gru_op(w, p, batch)
+    if cell.kind in ("gru", "rnn"):
+        rnn = _gru_op(w, p, batch) if cell.kind == "gru" else _rnn_op(w, p, batch)
         y, y_h = rnn.output_ports
         y_c = None
     else:
@@ -631,6 +674,23 @@ def _gru_op(w: _Writer, p: _Plan, batch: int | None) -> Op:
     return w.op("GRU", "gru", inputs, [("Y", _onnx_type("float", [p.steps, 1, batch, units])),
                                       ("Y_h", _onnx_type("float", [1, batch, units]))],
                 {"hidden_size": units, "linear_before_reset": 1})
+
+
+def _rnn_op(w: _Writer, p: _Plan, batch: int | None) -> Op:
+    """ONNX ``RNN`` (tanh): W and R the transposed kernels, B = the bias then zeros."""
+    units = p.units
+    inputs: list[tuple[str, OutputPort | None]] = [
+        ("X", p.x), ("W", w.initializer("rnn/W", np.ascontiguousarray(p.kernel.T)[None])),
+        ("R", w.initializer("rnn/R", np.ascontiguousarray(p.recurrent.T)[None])),
+        ("B", None if p.bias is None
+         else w.initializer("rnn/B", np.concatenate([p.bias, np.zeros_like(p.bias)])[None]))]
+    if p.h0 is not None:
+        inputs += [("sequence_lens", None), ("initial_h", w.unsqueeze("rnn/initial_h", p.h0, [1, batch, units]))]
+    while inputs[-1][1] is None:
+        inputs.pop()
+    return w.op("RNN", "rnn", inputs, [("Y", _onnx_type("float", [p.steps, 1, batch, units])),
+                                      ("Y_h", _onnx_type("float", [1, batch, units]))],
+                {"hidden_size": units})
 
 
 def _lstm_op(w: _Writer, p: _Plan, batch: int | None) -> Op:
@@ -690,7 +750,7 @@ def fuse_keras_lstms(graph: Graph) -> LstmReport:
             continue
         name = op.name
         _write(graph, plan)
-        (report.fused_gru if plan.cell.kind == "gru" else report.fused).append(name)
+        {"lstm": report.fused, "gru": report.fused_gru, "rnn": report.fused_rnn}[plan.cell.kind].append(name)
     return report
 
 

@@ -28,7 +28,6 @@ REFUSED = {
     "tf_pad_symmetric": "MirrorPad",
     "unstack": "Unpack",
     "GRU_reset_before": "TensorListGetItem",
-    "SimpleRNN": "TensorListGetItem",
 }
 """Cases refused on purpose (no rule, or no exact one), with an op type the refusal names."""
 
@@ -45,7 +44,7 @@ FAST = ["Conv1D_causal_dilated", "Conv2D_dilated", "Conv3D", "SeparableConv2D", 
         "image_resize_align_corners", "Resizing_nearest", "tf_pad_constant", "tf_pad_reflect", "Cropping2D",
         "strided_slice_masks", "reductions", "Dense_3d", "EinsumDense", "batch_matmul", "MultiHeadAttention",
         "RepeatVector", "Permute", "concat_split", "LSTM_sequences", "GRU", "GRU_sequences", "tf_cond",
-        "tf_while_loop", "activation_gelu_erf", "unstack", "Conv2D_grouped"]
+        "tf_while_loop", "activation_gelu_erf", "unstack", "Conv2D_grouped", "SimpleRNN"]
 SLOW = bool(os.environ.get("AMANDA_SLOW"))
 
 

@@ -1,7 +1,7 @@
-"""Keras GRU (reset_after=True, Keras' default) end to end: the keras-lstm pass recognises the loop and writes one
-ONNX ``GRU`` (``linear_before_reset = 1``), and onnxruntime matches Keras at batch 1 and 3 on one symbolic-batch
-model.  A GRU with ``reset_after=False`` (not ONNX's arithmetic when the recurrent bias is applied after the
-reset) is left and named.  Never imports torch."""
+"""Keras GRU (reset_after=True, Keras' default) and SimpleRNN end to end: the keras-lstm pass recognises the loop
+and writes one ONNX ``GRU`` (``linear_before_reset = 1``) or ``RNN``, and onnxruntime matches Keras at batch 1 and 3
+on one symbolic-batch model.  A GRU with ``reset_after=False`` (another arithmetic than ONNX's) is left and named.
+Never imports torch."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ TOL = 1e-4
 STEPS, FEATURES, UNITS = 7, 5, 6
 
 
-def _model(**kwargs: Any) -> Any:
+def _model(kind: str = "GRU", **kwargs: Any) -> Any:
     import keras
 
     keras.utils.set_random_seed(11)
     x = keras.Input((STEPS, FEATURES), name="x")
-    layer = keras.layers.GRU(UNITS, bias_initializer="random_normal", **kwargs)
+    layer = getattr(keras.layers, kind)(UNITS, bias_initializer="random_normal", **kwargs)
     out = layer(x)
     return keras.Model(x, out)
 
@@ -32,6 +32,8 @@ VARIANTS = {
     "states": {"return_sequences": True, "return_state": True},
     "no_bias": {"use_bias": False},
     "backwards": {"go_backwards": True},
+    "simple_rnn": {"kind": "SimpleRNN"},
+    "simple_rnn_sequences": {"kind": "SimpleRNN", "return_sequences": True, "use_bias": False},
 }
 
 
@@ -66,10 +68,14 @@ def test_keras_gru_is_one_onnx_gru(variant: str, plugins: Any) -> None:
     model = _model(**VARIANTS[variant])
     result = _convert(model, plugins)
     types = [op.type for op in result.graph.walk()]
-    assert types.count("GRU") == 1 and "Loop" not in types and "LSTM" not in types, types
-    gru = next(op for op in result.graph.walk() if op.type == "GRU")
-    assert gru.attrs["linear_before_reset"] == 1 and gru.attrs["hidden_size"] == UNITS
-    assert "1 Keras GRU loop(s) -> ONNX GRU" in result.explain()
+    onnx_type = "RNN" if variant.startswith("simple") else "GRU"
+    assert types.count(onnx_type) == 1 and "Loop" not in types and "LSTM" not in types, types
+    rnn = next(op for op in result.graph.walk() if op.type == onnx_type)
+    assert rnn.attrs["hidden_size"] == UNITS
+    if onnx_type == "GRU":
+        assert rnn.attrs["linear_before_reset"] == 1 and "1 Keras GRU loop(s) -> ONNX GRU" in result.explain()
+    else:
+        assert "1 Keras SimpleRNN loop(s) -> ONNX RNN" in result.explain()
     sess = ort.InferenceSession(amanda_onnx.to_model(result.graph).SerializeToString(),
                                 providers=["CPUExecutionProvider"])
     for batch in (1, 3):
@@ -91,5 +97,6 @@ def test_reset_before_is_left_and_named(plugins: Any) -> None:
     model = _model(reset_after=False)
     report = fuse_keras_lstms(load_model(model))
     assert not report.fused and not report.fused_gru and len(report.left) == 1 and "nor a GRU" in report.left[0][1]
+    assert not report.fused_rnn
     with pytest.raises(ConversionError, match="TensorListGetItem"):
         _convert(model, plugins)

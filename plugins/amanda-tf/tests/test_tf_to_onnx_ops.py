@@ -344,3 +344,27 @@ def test_round_trip_through_tf_is_bit_exact(name: str, tmp_path) -> None:
         np.testing.assert_array_equal(got[key], want[key])
     for w, r in zip(want.values(), refs):  # and the runner agrees with TF's own function
         np.testing.assert_allclose(w, r, rtol=1e-6, atol=1e-6)
+
+
+def test_unknown_dims_stay_symbolic(plugins: Any) -> None:
+    """Unknown dims (not only the batch) stay unknown through import and conversion: one ONNX model runs at
+    several sizes."""
+    import onnxruntime as ort
+
+    import amanda_onnx
+    from amanda_tf.importer import load_model
+
+    fn = tf.function(lambda x: (tf.reduce_mean(tf.nn.conv2d(x, W2, 1, "SAME"), axis=[1, 2])
+                                + tf.cast(tf.shape(x)[1], tf.float32)),
+                     input_signature=[tf.TensorSpec([None, None, None, 4], tf.float32, name="x")])
+    graph = load_model(fn)
+    assert graph.input_ports[0].dtype == "float32[?,?,?,4]"
+    onnx_graph = _convert(graph, plugins)
+    sess = ort.InferenceSession(amanda_onnx.to_model(onnx_graph).SerializeToString(),
+                                providers=["CPUExecutionProvider"])
+    (dims,) = [[d.dim_value or d.dim_param or None for d in i.type.tensor_type.shape.dim]
+               for i in amanda_onnx.to_model(onnx_graph).graph.input]
+    assert dims[3] == 4 and not any(isinstance(d, int) for d in dims[:3])  # a name or no value: not fixed
+    for shape in ((1, 5, 6, 4), (3, 9, 4, 4)):
+        x = _f(*shape)
+        _compare(sess.run(None, {"x": x}), [fn(x).numpy()])
