@@ -107,7 +107,8 @@ CONVERTS = [
     "test_qlinearmatmul_2D_int8_float16", "test_batchnorm_example_training_mode", "test_mod_float16_mixed_sign_fmod_0",
     # Resize in linear and cubic mode with run-time scales or sizes, op by op as the reference
     "test_resize_upsample_scales_linear_align_corners", "test_resize_downsample_scales_cubic_align_corners",
-    "test_resize_upsample_scales_cubic_A_n0p5_exclude_outside", "test_resize_downsample_sizes_linear_pytorch_half_pixel",
+    "test_resize_upsample_scales_cubic_A_n0p5_exclude_outside",
+    "test_resize_downsample_sizes_linear_pytorch_half_pixel",
     # Resize in nearest mode keeping the aspect ratio (one scale from the sizes at run time)
     "test_resize_upsample_sizes_nearest_not_larger", "test_resize_downsample_sizes_nearest_not_smaller",
     # Pad in edge, reflect and wrap mode with pads given at run time
@@ -119,11 +120,12 @@ CONVERTS = [
 ]
 """Cases the tables convert (each must convert and pass)."""
 
-REFUSED = ["test_resize_tf_crop_and_resize", "test_div_uint64",
-           "test_attention_4d_causal_bf16", "test_resize_downsample_scales_linear_antialias",
-           "test_causal_conv_with_state_fp16", "test_col2im_5d", "test_lstm_with_peepholes", "test_convtranspose_autopad_same"]
-"""Cases no rule converts exactly: Resize in tf_crop_and_resize mode (its region given at run time); uint64 division (no exact form in a type torch has kernels for); Attention in bfloat16; Resize with antialias (a
-filter whose width follows the scale given at run time); float16 CausalConvWithState (the reference rounds the convolution
+REFUSED = ["test_resize_tf_crop_and_resize", "test_div_uint64", "test_attention_4d_causal_bf16",
+           "test_resize_downsample_scales_linear_antialias", "test_causal_conv_with_state_fp16", "test_col2im_5d",
+           "test_lstm_with_peepholes", "test_convtranspose_autopad_same"]
+"""Cases no rule converts exactly: Resize in tf_crop_and_resize mode (its region given at run time); uint64
+division (no exact form in a type torch has kernels for); Attention in bfloat16; Resize with antialias (a filter
+whose width follows the scale given at run time); float16 CausalConvWithState (the reference rounds the convolution
 once, in float16); Col2Im over three axes (torch's col2im has two); LSTM with peepholes (torch's LSTM has none);
 ConvTranspose whose SAME_UPPER pads crop the end only (torch crops both ends alike)."""
 
@@ -211,6 +213,7 @@ def test_helpers() -> None:
     from amanda_core.mapping.attrconv import (
         array_elem,
         broadcast_shape,
+        conv_transpose_auto_pads,
         conv_transpose_padding,
         elem_kind,
         onnx_conv_pads,
@@ -231,6 +234,10 @@ def test_helpers() -> None:
     assert conv_transpose_padding([1, 1], [0], [2], [1]) == ([1], [0])
     assert conv_transpose_padding([1, 0], [0], [2], [1]) == ([1], [1])
     assert conv_transpose_padding([0, 1], [0], [2], [1]) is None
+    # output_shape 10 from 3 at stride 3, kernel 3: a total of -1, the odd part at the end (a longer output)
+    assert conv_transpose_auto_pads([3], [3], [3], None, None, [10], "NOTSET") == [0, -1]
+    assert conv_transpose_auto_pads([3], [3], [2], None, None, None, "SAME_UPPER") == [0, 1]
+    assert conv_transpose_auto_pads([3], [3], [2], None, None, None, "SAME_LOWER") == [1, 0]
     assert broadcast_shape([3, 1], [2, 1, 4]) == [2, 3, 4]
     with pytest.raises(ValueError):
         broadcast_shape([3], [4])
