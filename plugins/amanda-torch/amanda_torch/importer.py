@@ -16,10 +16,13 @@ from __future__ import annotations
 __all__ = ["load_model", "is_torch_program", "torch_namespace", "value_type_text", "tensor_value",
            "plain_literal"]
 
+import contextlib
+import mmap
 import operator
 import os
 import re
-from typing import Any, Iterable, Sequence
+import threading
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -130,12 +133,80 @@ def load_model(source: Any, *, inputs: Any = None, outputs: Sequence[Any] | None
                       "nn.Module, an ExportedProgram or a TorchScript module)")
 
 
+_PT2_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _mapped_pt2_weights(path: str) -> Iterator[None]:
+    """While ``torch.export.load`` reads the archive at ``path``, its weight and constant files (zip entries stored
+    uncompressed, at offsets aligned to their element size) become tensors on one private (copy-on-write) map of
+    the archive, as ``torch.load(mmap=True)`` maps a checkpoint, instead of copies read into memory: the weights
+    stay the page cache's.  Any other entry is read as torch reads it."""
+    import types
+    import zipfile
+
+    import torch
+
+    try:
+        from torch.export.pt2_archive import _package
+
+        original = _package._build_file_map
+        scalar_type, device_of = _package.deserialize_scalar_type, _package.deserialize_device
+        with zipfile.ZipFile(path) as z:  # record names as torch's reader gives them: without the top folder
+            stored = {i.filename.split("/", 1)[-1] for i in z.infolist() if i.compress_type == zipfile.ZIP_STORED}
+    except (ImportError, AttributeError, OSError, zipfile.BadZipFile):
+        yield  # another torch, or not a zip: torch's own reader says what is wrong
+        return
+    storage: list[Any] = []
+
+    def mapped(meta: Any, reader: Any, base_dir: str) -> Any:
+        if meta.use_pickle or meta.tensor_meta is None or device_of(meta.tensor_meta.device).type != "cpu":
+            return None
+        record = os.path.join(base_dir, meta.path_name)
+        if record not in stored:
+            return None
+        dtype = scalar_type(meta.tensor_meta.dtype)
+        size = torch._utils._element_size(dtype)
+        nbytes, offset = reader.get_record_size(record), reader.get_record_offset(record)
+        if nbytes == 0 or nbytes % size or offset % size:
+            return None
+        if not storage:
+            with open(path, "rb") as f:
+                storage.append(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY))
+        # a storage of its own starting at the record (torch.as_strided then applies the weight's own offset)
+        raw = np.frombuffer(storage[0], dtype=np.uint8, count=nbytes, offset=offset)
+        tensor = torch.from_numpy(raw).view(dtype)
+        if meta.tensor_meta.requires_grad:
+            tensor.requires_grad_(True)
+        return tensor
+
+    def build_file_map(archive_reader: Any, config: Any, base_dir: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        rest = {}
+        for key, meta in config.config.items():
+            tensor = None if meta.path_name in out else mapped(meta, archive_reader.archive_file, base_dir)
+            if tensor is not None:
+                out[meta.path_name] = tensor
+            elif meta.path_name not in out:
+                rest[key] = meta
+        out.update(original(archive_reader, types.SimpleNamespace(config=rest), base_dir))
+        return out
+
+    with _PT2_LOCK:
+        _package._build_file_map = build_file_map
+        try:
+            yield
+        finally:
+            _package._build_file_map = original
+
+
 def _load_pt2(path: str) -> tuple[Any, str]:
     import torch
 
     extra = {"amanda_provenance.json": ""}  # filled in when the archive has it (a conversion by Amanda wrote it)
     try:
-        return torch.export.load(path, extra_files=extra), extra["amanda_provenance.json"]
+        with _mapped_pt2_weights(path):
+            return torch.export.load(path, extra_files=extra), extra["amanda_provenance.json"]
     except Exception as e:  # noqa: BLE001 - any failure of torch's reader is a bad file
         raise TorchImportError(f"not a .pt2 file this torch ({torch.__version__}) can load: {_short(e)}",
                                Location(path)) from None
