@@ -490,6 +490,11 @@ def optimize(graph: Graph, *, channels_last_inputs: bool = False, channels_last_
     p.run()
     if channels_last_outputs:
         p.outputs_channels_last()
+        left = None
+        while left != count_transposes(graph):  # a transpose an output no longer reads may go down further now
+            left = count_transposes(graph)
+            p.run()
+            p.outputs_channels_last()
     report.transposes_after = count_transposes(graph)
     return report
 

@@ -256,3 +256,37 @@ def test_channels_last_inputs(reg: Any) -> None:
     ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     got = list(run(tf_graph, {"x": np.ascontiguousarray(x.transpose(0, 2, 3, 1))}).values())
     assert float(np.abs(ref[0] - got[0]).max()) <= TOL
+
+
+def test_channels_last_outputs_of_a_feature_map_and_its_pooling(reg: Any) -> None:
+    """A feature map that is an output and also feeds a global pooling that is another (a backbone's
+    ``last_hidden_state`` and ``pooler_output``): once the feature map's output takes the NHWC value, the transpose
+    left for the pooling goes below it to the pooled output, which then gives NHWC too; none is left."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from amanda_tf.layout_tf import count_transposes, optimize
+    from amanda_tf.runner import run
+
+    w = np.random.default_rng(3).normal(0, 0.5, (4, 3, 3, 3)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["y"]),
+             helper.make_node("GlobalAveragePool", ["y"], ["z"])]
+    g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 6, 6])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 6, 6]),
+                           helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 4, 1, 1])],
+                          [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    onnx.checker.check_model(model)
+    tf_graph = _to_tf(model, reg, layout=False)
+    optimize(tf_graph, channels_last_inputs=True, channels_last_outputs=True)
+    assert count_transposes(tf_graph) == 0
+    assert tf_graph.attrs["amanda.output_layout"] == {"y": "0,3,1,2", "z": "0,3,1,2"}
+    x = _feeds([2, 3, 6, 6])["x"]
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    got = list(run(tf_graph, {"x": np.ascontiguousarray(x.transpose(0, 2, 3, 1))}).values())
+    assert [g.shape for g in got] == [(2, 6, 6, 4), (2, 1, 1, 4)]
+    for r, g in zip(ref, got):
+        assert float(np.abs(r - g.transpose(0, 3, 1, 2)).max()) <= TOL
+
