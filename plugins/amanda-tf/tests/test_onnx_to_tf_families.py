@@ -114,7 +114,8 @@ NEWEST_CASES = ["test_attention_4d_gqa_causal", "test_attention_3d_diff_heads_si
                 "test_group_normalization_epsilon", "test_qlinearmatmul_3D_int8_float16",
                 "test_regex_full_match_email_domain", "test_string_concat_broadcasting", "test_attention_local_window",
                 "test_attention_bidirectional_window", "test_tensorscatter_circular", "test_tensorscatter_3d",
-                "test_celu_float16", "test_string_split_no_delimiter", "test_string_split_consecutive_delimiters"]
+                "test_celu_float16", "test_string_split_no_delimiter", "test_string_split_consecutive_delimiters",
+                "test_wrap_pad"]
 """Ops of opsets above 18, converted by ``onnx_newest_to_tf.yaml`` ahead of the opset chain."""
 
 NEWEST_REFUSED = ["test_attention_4d_with_qk_matmul_softcap", "test_attention_4d_with_qk_matmul",
@@ -141,11 +142,13 @@ STORED_CASES = ["test_gemm_transposeA", "test_causal_conv_with_state_basic_expan
                 "test_causal_conv_with_state_with_bias_and_past_state_expanded", "test_einsum_inner_prod",
                 "test_reversesequence_time", "test_reversesequence_batch", "test_quantizelinear_axis",
                 "test_dynamicquantizelinear_min_adjusted", "test_dynamicquantizelinear_expanded",
-                "test_center_crop_pad_crop_axes_hwc_expanded", "test_attention_causal_boolmask_nan_robustness_expanded"]
+                "test_center_crop_pad_crop_axes_hwc_expanded", "test_attention_causal_boolmask_nan_robustness_expanded",
+                "test_edge_pad", "test_reflect_pad", "test_pow_types_int64_float32", "test_matmulinteger"]
 """opset-18 rules read from the stored suite: Gemm with a [1, N] bias after a transposed A (TF's fused MatMul+Add
 fails on it unless the bias is [N]), 1-D grouped Conv (a run-time filter, bias), Einsum with an implicit output,
 ReverseSequence, QuantizeLinear per axis, DynamicQuantizeLinear, constant Pad with run-time pads over constant
-axes (and a run-time value)."""
+axes (and a run-time value), edge and reflect Pad with run-time pads, Pow of an integer base and a float exponent,
+MatMulInteger."""
 
 
 def test_stored_cases(bench: Any) -> None:
