@@ -182,3 +182,21 @@ def test_ceil_pool_pads_give_torchs_ceil_mode_size(size, k, s, p, d):
         assert (want - 1) * s + d * (k - 1) + 1 - (size + p) >= k
         return
     assert pads[0] == p and (size + pads[0] + pads[1] - d * (k - 1) - 1) // s + 1 == want
+
+
+@pytest.mark.parametrize("h,w,k,s,p,ceil,counted,divisor", [
+    (9, 9, 3, 1, 1, True, False, 2), (7, 8, 3, 2, 1, True, True, None), (7, 8, 3, 2, 1, True, False, None),
+    (6, 5, 2, 2, 0, False, True, None), (7, 7, 3, 3, 1, True, True, None), (5, 5, 4, 3, 2, True, False, None),
+])
+def test_torch_avg_pool_plan_gives_torchs_average_pooling(h, w, k, s, p, ceil, counted, divisor):
+    torch = pytest.importorskip("torch")
+    f = torch.nn.functional
+    x = torch.randn(1, 2, h, w, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    want = f.avg_pool2d(x, k, s, p, ceil, counted, divisor)
+    plan = ac.torch_avg_pool_plan([h, w], [k, k], [s, s], [p, p], ceil, counted, divisor)
+    pads = plan["pads"]
+    # the plan: a zero pad, the average of each whole window, times the kernel size over torch's divisor
+    got = f.avg_pool2d(f.pad(x, [pads[1], pads[3], pads[0], pads[2]]), k, s, 0) * torch.from_numpy(plan["scale"])
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-12)
+    assert ac.torch_avg_pool_plan([2], [3], [1], [0]) is None  # no window fits
