@@ -20,7 +20,7 @@ by one exporter may be an initializer in another).  Every output is also run in 
 
 ``--opset`` converts Amanda's side to that opset instead of the dynamo export's.
 
-The ONNX -> torch half (against onnx2torch) is a separate bench.
+The ONNX -> torch half (against onnx2torch, on the same models) is bench/onnx_torch_models.py.
 """
 
 from __future__ import annotations
