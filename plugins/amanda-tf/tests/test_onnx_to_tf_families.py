@@ -143,12 +143,13 @@ STORED_CASES = ["test_gemm_transposeA", "test_causal_conv_with_state_basic_expan
                 "test_reversesequence_time", "test_reversesequence_batch", "test_quantizelinear_axis",
                 "test_dynamicquantizelinear_min_adjusted", "test_dynamicquantizelinear_expanded",
                 "test_center_crop_pad_crop_axes_hwc_expanded", "test_attention_causal_boolmask_nan_robustness_expanded",
-                "test_edge_pad", "test_reflect_pad", "test_pow_types_int64_float32", "test_matmulinteger"]
+                "test_edge_pad", "test_reflect_pad", "test_pow_types_int64_float32", "test_matmulinteger",
+                "test_averagepool_2d_ceil"]
 """opset-18 rules read from the stored suite: Gemm with a [1, N] bias after a transposed A (TF's fused MatMul+Add
 fails on it unless the bias is [N]), 1-D grouped Conv (a run-time filter, bias), Einsum with an implicit output,
 ReverseSequence, QuantizeLinear per axis, DynamicQuantizeLinear, constant Pad with run-time pads over constant
 axes (and a run-time value), edge and reflect Pad with run-time pads, Pow of an integer base and a float exponent,
-MatMulInteger."""
+MatMulInteger, AveragePool with ceil_mode not counting padding."""
 
 
 def test_stored_cases(bench: Any) -> None:
