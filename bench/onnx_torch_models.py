@@ -9,8 +9,9 @@ that file:
 
 * ``--source amanda`` (the default): Amanda's own torch -> ONNX export at ``--opset`` (default 17, the newest
   opset onnx2torch reads these models at: it has no converter for ReduceMean-18, whose axes are an input);
-* ``--source dynamo``: ``torch.onnx.export(dynamo=True)`` at ``--opset`` (its files at 18 have Reshape with
-  ``allowzero = 1`` and ReduceMean-18, which onnx2torch refuses, and it cannot write these models at 17).
+* ``--source dynamo``: ``torch.onnx.export(dynamo=True)`` at ``--opset`` (onnx2torch refuses its files: asked for
+  opset 17 it writes ViT and BERT at 17 with Reshape ``allowzero = 1``, which onnx2torch does not implement, and
+  leaves the small CNN, ResNet and MobileNetV2 at 18, with ReduceMean-18).
 
 A node named like an attribute of ``torch.nn.Module`` (Amanda names a ``Cast`` from ``aten::to`` ``to``) is renamed
 ``<name>_node`` in the file: onnx2torch makes a submodule of each node's name and fails on ``to``.
