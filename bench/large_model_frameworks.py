@@ -22,15 +22,14 @@ Commands (each in its own process, through the command line, progress off):
 TensorFlow's own fixed cost is measured beside them: ``import tensorflow``, and loading and saving an empty
 SavedModel (a ``tf.Module`` without variables), each in its own process.
 
-Floors: ``cp`` of the source and ``cp + sync`` (the copy fsynced, as Amanda's atomic writes are).  Peak resident
-memory (``VmHWM``) and peak anonymous memory (``RssAnon``, sampled every 10 ms) of each process.  For torch the
-weights live in torch's own storage once ``torch.export.load`` has read them (anonymous memory: the bound is the
-weights plus a fixed cost, i.e. no second copy); ONNX -> torch reads the mapped ONNX file and streams each tensor
-into the ``.safetensors`` (the bound is a fixed cost).  The TensorFlow importer maps the SavedModel's checkpoint
-and the exporter writes the weights as variables tensor by tensor (the bound is TensorFlow's fixed cost plus a
-small one).  Outputs are checked: the same bytes for every weight (as multisets of tensors, names differ between
-frameworks), for the smallest torch size the converted model's outputs, and for TF the outputs of the re-exported
-SavedModel and of the ONNX model against the source SavedModel's.
+Floors: ``cp`` of the source and ``cp + sync`` (the copy fsynced, as Amanda's atomic writes are). Peak resident
+memory (``VmHWM``) and peak anonymous memory (``RssAnon``, sampled every 10 ms) of each process. For torch the
+importer maps the ``.pt2``'s weight entries (the bound is a fixed cost); ONNX -> torch reads the mapped ONNX file
+and streams each tensor into the ``.safetensors`` (the bound is a fixed cost). The TensorFlow importer maps the
+SavedModel's checkpoint and the exporter writes the weights as variables tensor by tensor (the bound is
+TensorFlow's fixed cost plus a small one). Outputs are checked: the same bytes for every weight (as multisets of
+tensors, names differ between frameworks), for the smallest torch size the converted model's outputs, and for TF
+the outputs of the re-exported SavedModel and of the ONNX model against the source SavedModel's.
 """
 
 from __future__ import annotations
