@@ -142,16 +142,23 @@ class _Cell:
     set_item: Op
     kind: str = "lstm"
     slices: tuple[Op, ...] = ()  # GRU: the column slices z, r, h of h @ recurrent_kernel (+ recurrent bias)
+    reset_after: bool = True     # GRU: reset_after=False reads the recurrent kernel in two column slices
+    kernel_slices: tuple[Op, ...] = ()  # GRU with reset_after=False: recurrent_kernel[:, :2u], [:, 2u:]
 
 
 def _read_cell(body: Graph) -> _Cell:
-    """An LSTM cell, else a GRU cell (reset_after: Keras' default); _NoMatch says why it is neither."""
+    """An LSTM cell, else a GRU cell (reset_after True or False), else a SimpleRNN cell; _NoMatch says why it is
+    none of them."""
     try:
         return _read_lstm_cell(body)
     except _NoMatch as lstm:
         try:
             return _read_gru_cell(body)
-        except _NoMatch as gru:
+        except _NoMatch as gru_after:
+            try:
+                return _read_gru_reset_before_cell(body)
+            except _NoMatch as gru_before:
+                gru = f"{gru_after}; with reset_after=False: {gru_before}"
             try:
                 return _read_simple_cell(body)
             except _NoMatch as simple:
@@ -317,6 +324,77 @@ def _read_gru_cell(body: Graph) -> _Cell:
     _steps_and_weights(body, outs, k_t, [k_x, k_kernel, k_recurrent, k_bias])
     return _Cell(k_x, k_t, k_h, -1, k_out, k_kernel, k_recurrent, k_bias, _out_index(body, set_item, k_t), set_item,
                  "gru", slices)
+
+
+def _read_gru_reset_before_cell(body: Graph) -> _Cell:
+    """Keras' GRU cell with ``reset_after=False``: ``x_z, x_r, x_h = split(x_t @ kernel (+ bias), 3)``,
+    ``m = h @ recurrent_kernel[:, :2u]`` sliced into ``m_z, m_r``, ``z = sigmoid(x_z + m_z)``,
+    ``r = sigmoid(x_r + m_r)``, ``hh = tanh(x_h + (r * h) @ recurrent_kernel[:, 2u:])``, ``h' = z * h + (1 - z) * hh``
+    (ONNX ``GRU`` with ``linear_before_reset = 0`` and no recurrent bias)."""
+    outs = [_through_identity(p.source) for p in body.output_ports]
+    k_out, set_item = _set_item(body, outs)
+    h_new = _src(set_item, 2)
+    a, b = _add_operands(h_new)
+
+    def keep_term(p: OutputPort) -> None:
+        x, y = _mul_operands(p)
+        _pair(x, y, lambda q: _op_of(q, "Sigmoid") and _input_index(body, y if q is x else x))
+
+    zh, new_term = _pair(a, b, keep_term)
+    x, y = _mul_operands(zh)
+    z_sig, h_prev = _pair(x, y, lambda q: _op_of(q, "Sigmoid") and _input_index(body, y if q is x else x))
+    k_h = _input_index(body, h_prev)
+    x, y = _mul_operands(new_term)
+    one_minus_z, hh = _pair(x, y, lambda q: _op_of(q, "Sub"))
+    sub = _op_of(one_minus_z, "Sub")
+    if _scalar(sub.input_ports[0].source) != 1.0 or _src(sub, 1) is not z_sig:
+        raise _NoMatch("the new state's weight is not 1 - z")
+    a, b = _add_operands(_activation(hh, "Tanh"))
+    rh_r, x_h = _pair(a, b, lambda p: _op_of(p, "MatMul"))
+    mm_rh = _op_of(rh_r, "MatMul")
+    x, y = _mul_operands(_src(mm_rh, 0))
+    r_sig, h_again = _pair(x, y, lambda q: _op_of(q, "Sigmoid"))
+    if h_again is not h_prev:
+        raise _NoMatch("the reset gate does not scale the state h")
+    parts = []
+    for pre in (_activation(z_sig, "Sigmoid"), _activation(r_sig, "Sigmoid")):
+        a, b = _add_operands(pre)
+        parts.append(_pair(a, b, lambda p: _op_of(p, "Split")))
+    (x_z, m_z), (x_r, m_r) = parts
+    split = x_z.op
+    assert split is not None
+    if x_r.op is not split or x_h.op is not split or split.attrs.get("num_split") != 3 \
+            or [list(split.output_ports).index(p) for p in (x_z, x_r, x_h)] != [0, 1, 2]:  # type: ignore[arg-type]
+        raise _NoMatch("the input gates are not the parts z, r, h of one Split")
+    if _scalar(split.input_ports[0].source) not in (1.0, -1.0):
+        raise _NoMatch("the input gates are not split along the last axis")
+    slices = (_op_of(m_z, "StridedSlice"), _op_of(m_r, "StridedSlice"))
+    mm_h = _op_of(_src(slices[0], 0), "MatMul")
+    if _src(slices[1], 0).op is not mm_h or _input_index(body, _src(mm_h, 0)) != k_h:
+        raise _NoMatch("the recurrent gates are not slices of h @ recurrent_kernel")
+    kernel_slices = (_op_of(_src(mm_h, 1), "StridedSlice"), _op_of(_src(mm_rh, 1), "StridedSlice"))
+    k_recurrent = _input_index(body, _src(kernel_slices[0], 0))
+    if _input_index(body, _src(kernel_slices[1], 0)) != k_recurrent:
+        raise _NoMatch("the two recurrent products do not read one kernel")
+    xw = _src(split, 1)
+    k_bias = None
+    if xw.op is not None and xw.op.type == "BiasAdd":
+        if xw.op.attrs.get("data_format", "NHWC") != "NHWC":
+            raise _NoMatch("BiasAdd in NCHW")
+        k_bias = _input_index(body, _src(xw.op, 1))
+        xw = _src(xw.op, 0)
+    mm_x = _op_of(xw, "MatMul")
+    for mm in (mm_x, mm_h, mm_rh):
+        if mm.attrs.get("transpose_a") or mm.attrs.get("transpose_b"):
+            raise _NoMatch(f"MatMul {mm.name!r} transposes an operand")
+    get = _op_of(_src(mm_x, 0), "TensorListGetItem")
+    k_x, k_t = _input_index(body, _src(get, 0)), _input_index(body, _src(get, 1))
+    k_kernel = _input_index(body, _src(mm_x, 1))
+    if outs[k_h] is not h_new:
+        raise _NoMatch("the state h is not carried to the next step")
+    _steps_and_weights(body, outs, k_t, [k_x, k_kernel, k_recurrent, k_bias])
+    return _Cell(k_x, k_t, k_h, -1, k_out, k_kernel, k_recurrent, k_bias, _out_index(body, set_item, k_t), set_item,
+                 "gru", slices, False, kernel_slices)
 
 
 def _columns(op: Op, width: int) -> list[int] | None:
@@ -537,12 +615,18 @@ def _plan(graph: Graph, loop: Op) -> _Plan:
         raise _NoMatch("the weights are not constants")
     units = recurrent.shape[0] if recurrent.ndim == 2 else -1
     gates, bias_shape = {"lstm": (4, (4 * units,)), "gru": (3, (2, 3 * units)), "rnn": (1, (units,))}[cell.kind]
+    if cell.kind == "gru" and not cell.reset_after:
+        bias_shape = (3 * units,)
     if (kernel.shape != (features, gates * units) or recurrent.shape != (units, gates * units)
             or (bias is not None and bias.shape != bias_shape)):
         raise _NoMatch(f"the weights' shapes are not an {cell.kind.upper()}'s")
+    width = 3 * units if cell.reset_after else 2 * units
     for k, sl in enumerate(cell.slices):
-        if _columns(sl, 3 * units) != list(range(k * units, (k + 1) * units)):
+        if _columns(sl, width) != list(range(k * units, (k + 1) * units)):
             raise _NoMatch("the recurrent gates are not the columns z, r, h of the product")
+    if cell.kernel_slices and ([_columns(sl, 3 * units) for sl in cell.kernel_slices]
+                               != [list(range(2 * units)), list(range(2 * units, 3 * units))]):
+        raise _NoMatch("the recurrent kernel is not read as its columns z, r and h")
     if kernel.dtype != np.float32 or recurrent.dtype != np.float32:
         raise _NoMatch("the weights are not float32")
     reserve = outer[cell.k_out]
@@ -666,14 +750,15 @@ def _gru_op(w: _Writer, p: _Plan, batch: int | None) -> Op:
     inputs: list[tuple[str, OutputPort | None]] = [
         ("X", p.x), ("W", w.initializer("gru/W", np.ascontiguousarray(p.kernel.T)[None])),
         ("R", w.initializer("gru/R", np.ascontiguousarray(p.recurrent.T)[None])),
-        ("B", None if p.bias is None else w.initializer("gru/B", np.ascontiguousarray(p.bias.reshape(1, -1))))]
+        ("B", None if p.bias is None else w.initializer("gru/B", np.ascontiguousarray(
+            p.bias.reshape(1, -1) if p.cell.reset_after else np.concatenate([p.bias, np.zeros_like(p.bias)])[None])))]
     if p.h0 is not None:
         inputs += [("sequence_lens", None), ("initial_h", w.unsqueeze("gru/initial_h", p.h0, [1, batch, units]))]
     while inputs[-1][1] is None:
         inputs.pop()
     return w.op("GRU", "gru", inputs, [("Y", _onnx_type("float", [p.steps, 1, batch, units])),
                                       ("Y_h", _onnx_type("float", [1, batch, units]))],
-                {"hidden_size": units, "linear_before_reset": 1})
+                {"hidden_size": units, "linear_before_reset": int(p.cell.reset_after)})
 
 
 def _rnn_op(w: _Writer, p: _Plan, batch: int | None) -> Op:

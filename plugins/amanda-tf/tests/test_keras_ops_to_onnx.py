@@ -27,7 +27,6 @@ REFUSED = {
     "Resizing_area": "ResizeArea",
     "tf_pad_symmetric": "MirrorPad",
     "unstack": "Unpack",
-    "GRU_reset_before": "TensorListGetItem",
 }
 """Cases refused on purpose (no rule, or no exact one), with an op type the refusal names."""
 
@@ -44,7 +43,8 @@ FAST = ["Conv1D_causal_dilated", "Conv2D_dilated", "Conv3D", "SeparableConv2D", 
         "image_resize_align_corners", "Resizing_nearest", "tf_pad_constant", "tf_pad_reflect", "Cropping2D",
         "strided_slice_masks", "reductions", "Dense_3d", "EinsumDense", "batch_matmul", "MultiHeadAttention",
         "RepeatVector", "Permute", "concat_split", "LSTM_sequences", "GRU", "GRU_sequences", "tf_cond",
-        "tf_while_loop", "activation_gelu_erf", "unstack", "Conv2D_grouped", "SimpleRNN"]
+        "tf_while_loop", "activation_gelu_erf", "unstack", "Conv2D_grouped", "SimpleRNN",
+        "GRU_reset_before"]
 SLOW = bool(os.environ.get("AMANDA_SLOW"))
 
 

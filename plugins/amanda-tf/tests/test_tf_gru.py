@@ -1,7 +1,7 @@
-"""Keras GRU (reset_after=True, Keras' default) and SimpleRNN end to end: the keras-lstm pass recognises the loop
-and writes one ONNX ``GRU`` (``linear_before_reset = 1``) or ``RNN``, and onnxruntime matches Keras at batch 1 and 3
-on one symbolic-batch model.  A GRU with ``reset_after=False`` (another arithmetic than ONNX's) is left and named.
-Never imports torch."""
+"""Keras GRU and SimpleRNN end to end: the keras-lstm pass recognises the loop and writes one ONNX ``GRU``
+(``linear_before_reset = 1`` for Keras' default ``reset_after=True``, 0 for ``reset_after=False``) or ``RNN``, and
+onnxruntime matches Keras at batch 1 and 3 on one symbolic-batch model.  A GRU with another activation is left and
+named.  Never imports torch."""
 
 from __future__ import annotations
 
@@ -32,6 +32,8 @@ VARIANTS = {
     "states": {"return_sequences": True, "return_state": True},
     "no_bias": {"use_bias": False},
     "backwards": {"go_backwards": True},
+    "reset_before": {"reset_after": False},
+    "reset_before_sequences_no_bias": {"reset_after": False, "return_sequences": True, "use_bias": False},
     "simple_rnn": {"kind": "SimpleRNN"},
     "simple_rnn_sequences": {"kind": "SimpleRNN", "return_sequences": True, "use_bias": False},
 }
@@ -73,7 +75,8 @@ def test_keras_gru_is_one_onnx_gru(variant: str, plugins: Any) -> None:
     rnn = next(op for op in result.graph.walk() if op.type == onnx_type)
     assert rnn.attrs["hidden_size"] == UNITS
     if onnx_type == "GRU":
-        assert rnn.attrs["linear_before_reset"] == 1 and "1 Keras GRU loop(s) -> ONNX GRU" in result.explain()
+        assert rnn.attrs["linear_before_reset"] == int(VARIANTS[variant].get("reset_after", True))
+        assert "1 Keras GRU loop(s) -> ONNX GRU" in result.explain()
     else:
         assert "1 Keras SimpleRNN loop(s) -> ONNX RNN" in result.explain()
     sess = ort.InferenceSession(amanda_onnx.to_model(result.graph).SerializeToString(),
@@ -89,14 +92,14 @@ def test_keras_gru_is_one_onnx_gru(variant: str, plugins: Any) -> None:
             assert float(np.abs(g - r).max()) <= TOL * max(1.0, float(np.abs(r).max()))
 
 
-def test_reset_before_is_left_and_named(plugins: Any) -> None:
+def test_other_activations_are_left_and_named(plugins: Any) -> None:
     from amanda_core.mapping import ConversionError
     from amanda_tf.importer import load_model
     from amanda_tf.rnn import fuse_keras_lstms
 
-    model = _model(reset_after=False)
+    model = _model(activation="relu")
     report = fuse_keras_lstms(load_model(model))
-    assert not report.fused and not report.fused_gru and len(report.left) == 1 and "nor a GRU" in report.left[0][1]
-    assert not report.fused_rnn
+    assert not report.fused and not report.fused_gru and not report.fused_rnn
+    assert len(report.left) == 1 and "nor a GRU" in report.left[0][1] and "Tanh" in report.left[0][1]
     with pytest.raises(ConversionError, match="TensorListGetItem"):
         _convert(model, plugins)
