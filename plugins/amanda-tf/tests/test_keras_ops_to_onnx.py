@@ -25,7 +25,6 @@ REFUSED = {
     "activation_gelu_erf": "Erfc",  # converted by the approximate rule only (--allow-approximate)
     "Resizing_bicubic": "ResizeBicubic",
     "Resizing_area": "ResizeArea",
-    "tf_pad_symmetric": "MirrorPad",
     "unstack": "Unpack",
 }
 """Cases refused on purpose (no rule, or no exact one), with an op type the refusal names."""

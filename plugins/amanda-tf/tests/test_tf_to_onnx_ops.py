@@ -183,6 +183,9 @@ case("Pad", lambda x: tf.pad(x, [[0, 0], [1, 2], [3, 0]]), x=_f(2, 3, 4))
 case("PadV2", lambda x: tf.pad(x, [[1, 0], [2, 2]], constant_values=-1.5), x=_f(3, 4))
 case("PadV2-int32", lambda x: tf.pad(x, [[1, 1], [0, 2]], constant_values=7), x=_i(3, 4))
 case("MirrorPad-REFLECT", lambda x: tf.pad(x, [[0, 0], [1, 2], [2, 1]], "REFLECT"), x=_f(2, 4, 5))
+case("MirrorPad-SYMMETRIC", lambda x: tf.pad(x, [[0, 0], [1, 3], [0, 0], [2, 1]], "SYMMETRIC"), batch=True,
+     x=_f(2, 3, 2, 4))
+case("MirrorPad-SYMMETRIC-int32", lambda x: tf.pad(x, [[0, 0], [4, 4]], "SYMMETRIC"), x=_i(2, 4))
 case("GatherV2", lambda x, i: (tf.gather(x, i, axis=1), tf.gather(x, [2, 0], axis=0)), x=_f(3, 5, 2),
      i=np.array([[0, 4], [2, 2]], np.int32))
 case("Tile", lambda x: tf.tile(x, [2, 1, 3]), x=_f(2, 3, 1))
