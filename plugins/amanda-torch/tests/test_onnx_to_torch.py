@@ -34,7 +34,7 @@ MODULES = ["add", "relu", "div", "mod", "pow", "where", "clip", "softmax", "gemm
            "col2im", "affinegrid", "scatternd", "center_crop_pad", "rotaryembedding", "unique",
            "causal_conv_with_state", "reducemax", "reducel1", "unsqueeze", "rnn", "lstm", "gelu", "groupnormalization",
            "swish", "spacetodepth", "isinf", "celu", "dropout", "lrn", "meanvariancenormalization", "eyelike",
-           "gridsample", "tensorscatter", "reversesequence", "compress", "convtranspose", "if_", "deformconv", "tfidfvectorizer"]
+           "gridsample", "tensorscatter", "reversesequence", "compress", "convtranspose", "if_", "deformconv", "tfidfvectorizer", "maxunpool"]
 
 CONVERTS = [
     # one op to one op, constant attributes
@@ -117,6 +117,7 @@ CONVERTS = [
     "test_deform_conv_with_mask_bias", "test_deform_conv_with_multiple_offset_groups",
     # TfIdfVectorizer (TF, unigrams and bigrams with skips) as integer comparisons summed
     "test_tfidfvectorizer_tf_batch_uniandbigrams_skip5", "test_tfidfvectorizer_tf_onlybigrams_levelempty",
+    "test_maxunpool_export_without_output_shape",
     # ONNX If through the control-flow pass
     "test_if",
 ]
