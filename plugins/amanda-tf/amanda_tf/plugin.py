@@ -120,7 +120,8 @@ def amanda_graph_passes() -> list[GraphPass]:
                       before=True, description="PartitionedCall/StatefulPartitionedCall replaced by the ops of the "
                                                "function they call (ONNX has no call op)"),
             GraphPass(name="keras-lstm", tables=("tf-to-onnx",), run=_keras_lstm, before=True,
-                      description="recognises Keras LSTM loops (While over TensorLists) and writes ONNX LSTM ops"),
+                      description="recognises Keras LSTM, GRU and SimpleRNN loops (While over TensorLists) and "
+                                  "writes ONNX LSTM, GRU and RNN ops"),
             GraphPass(name="tf-fold-constants", tables=("tf-to-onnx",), run=_fold, before=True,
                       description="folds the ops that compute from constants alone (Keras' frozen batch norm "
                                   "statistics, reshaped biases) into Const ops"),

@@ -12,6 +12,9 @@ over the sequence, every loop output accounted for) and replaces the loop and it
 outputs need.  A loop that does not match exactly is left as it is, so the conversion reports it as an op no rule
 maps.  The pass runs before the ``tf-to-onnx`` table (``GraphPass(before=True)``), while the graph is still all
 TensorFlow.
+
+Keras' ``GRU`` (``reset_after`` True or False) and ``SimpleRNN`` loops have the same loop around another cell; they
+become one ONNX ``GRU`` (``linear_before_reset`` = ``reset_after``) or ``RNN`` the same way.
 """
 
 from __future__ import annotations
