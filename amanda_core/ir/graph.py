@@ -1260,8 +1260,9 @@ class Graph:
         """Every op of this graph and of all nested graphs (bodies, graph-valued attributes), depth first."""
         for op in list(self._ops.values()):
             yield op
-            for nested in op_graphs(op):
-                yield from nested.graph.walk()
+            if op._body is not None or op._attrs:
+                for nested in op_graphs(op):
+                    yield from nested.graph.walk()
 
     def nested_graphs(self, namespace: str | None = None) -> Iterator[NestedGraph]:
         """Every graph nested in this one, at any depth, depth first and in op order: op bodies and graphs held
@@ -1306,6 +1307,8 @@ def op_graphs(op: Op, prefix: str = "", inherited: str | None = None) -> Iterato
 def _nested(graph: Graph, inherited: str | None, prefix: str) -> Iterator[NestedGraph]:
     ns = graph.namespace or inherited
     for op in list(graph._ops.values()):
+        if op._body is None and not op._attrs:
+            continue  # holds no graph (most ops): no generator made for it
         if op._graph is not graph:
             continue  # removed while the walk was paused
         for nested in op_graphs(op, prefix, ns):
