@@ -157,6 +157,8 @@ EDGE_CASES = [
      "ties"),
     ("index_reduce_mean", lambda x: x.index_reduce(0, torch.tensor([1, 1]), x * 3, "mean"), "ties"),
     ("masked_scatter", lambda x: x.masked_scatter(x > 0, -x), "ties"),
+    ("cartesian_prod_3", lambda x: torch.cartesian_prod(x[0, :2], x[1, :3], x[0, 3:5]), "ties"),
+    ("block_diag_ranks", lambda x: torch.block_diag(x[0], x[1:, :2], x[0, 1]), "ties"),
 ]
 
 
