@@ -201,12 +201,14 @@ for _n, _fn in [("basic", lambda x: x[:, 1:4]), ("negative-step", lambda x: x[:,
 case("StridedSlice-of-constant", lambda x: x * tf.cast(tf.shape(tf.zeros([4, 7]))[1], tf.float32), x=_f(2))
 
 # ------------------------------------------------------------------ resize
-for _m in ("bilinear", "nearest"):
+_RESIZE = {"bilinear": tf.raw_ops.ResizeBilinear, "nearest": tf.raw_ops.ResizeNearestNeighbor,
+           "bicubic": tf.raw_ops.ResizeBicubic}
+for _m in ("bilinear", "nearest", "bicubic"):
     for _size in ((10, 13), (3, 4), (7, 7)):
         case(f"Resize-{_m}-{_size[0]}x{_size[1]}", lambda x, m=_m, s=_size: tf.image.resize(x, s, m), batch=True,
              x=_f(2, 5, 6, 3))
     for _ac in (True, False):
-        op = tf.raw_ops.ResizeBilinear if _m == "bilinear" else tf.raw_ops.ResizeNearestNeighbor
+        op = _RESIZE[_m]
         case(f"Resize-{_m}-legacy-ac{int(_ac)}",
              lambda x, op=op, ac=_ac: op(images=x, size=[9, 11], align_corners=ac, half_pixel_centers=False),
              x=_f(2, 5, 6, 3))
