@@ -34,7 +34,8 @@ MODULES = ["add", "relu", "div", "mod", "pow", "where", "clip", "softmax", "gemm
            "col2im", "affinegrid", "scatternd", "center_crop_pad", "rotaryembedding", "unique",
            "causal_conv_with_state", "reducemax", "reducel1", "unsqueeze", "rnn", "lstm", "gelu", "groupnormalization",
            "swish", "spacetodepth", "isinf", "celu", "dropout", "lrn", "meanvariancenormalization", "eyelike",
-           "gridsample", "tensorscatter", "reversesequence", "compress", "convtranspose", "if_", "deformconv", "tfidfvectorizer", "maxunpool"]
+           "gridsample", "tensorscatter", "reversesequence", "compress", "convtranspose", "if_", "deformconv",
+           "tfidfvectorizer", "maxunpool"]
 
 CONVERTS = [
     # one op to one op, constant attributes
