@@ -28,6 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from amanda_core import Graph, Op
+from amanda_core.ir.tensor import Tensor
 
 _FLOAT_ONLY: dict[str, Callable[..., Any]] = {
     "RealDiv": np.divide, "Maximum": np.maximum, "Minimum": np.minimum, "Sqrt": np.sqrt,
@@ -42,6 +43,8 @@ def _const_value(op: Op | None) -> np.ndarray | None:
     if op is None or op.type != "Const" or op.has_control_inputs():
         return None
     v = op.attrs.get("value")
+    if isinstance(v, Tensor):  # a weight still in its file: read (a view of the map) only when folded
+        v = v.numpy()
     return v if isinstance(v, np.ndarray) and v.dtype.kind in "biuf" else None
 
 

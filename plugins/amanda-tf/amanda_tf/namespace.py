@@ -66,9 +66,14 @@ class TensorFlowNamespaces(NamespaceProvider):
         return self._schema
 
     def constant_value(self, op: Any) -> Any:
-        """``Const`` ops are constants: their ``value`` tensor."""
+        """``Const`` ops are constants: their ``value`` tensor, as a numpy array (a lazy tensor, such as a weight
+        still in a SavedModel's checkpoint, is read when a rule reads it: a view of its mapped file)."""
         if op.type == "Const" and "value" in op.attrs:
             value = op.attrs["value"]
+            from amanda_core.ir.tensor import Tensor
+
+            if isinstance(value, Tensor):
+                return value.numpy()
             return value.numpy() if hasattr(value, "numpy") and not hasattr(value, "dtype") else value
         return NOT_CONSTANT
 

@@ -222,3 +222,37 @@ def test_rewriting_a_saved_model_in_place_reads_the_old_checkpoint_to_the_end(tm
     (got,) = _serve(src, x).values()
     _assert_same_served(got, want)
     assert _graph_consts_bytes(str(src)) < checkpoint.MAPPED_BYTES
+
+
+def test_a_saved_model_cnn_converts_to_onnx_with_rules_reading_mapped_weights(tmp_path, tf_schema):
+    """Rules that read a weight (``consts:``, the Conv2D filter transposed to OIHW) get it as an array: a view of
+    the mapped checkpoint, read only then; a weight only moved stays a file tensor (the ONNX writer copies it
+    file to file)."""
+    import onnxruntime as ort
+
+    import amanda_onnx
+    import amanda_onnx.plugin
+    import amanda_tf.plugin
+    from amanda_core.plugin import PluginManager
+    from amanda_tf.layout import to_onnx
+
+    pm = PluginManager(autoload=False)
+    pm.register(amanda_tf.plugin, "amanda-tf")
+    pm.register(amanda_onnx.plugin, "amanda-onnx")
+    keras.utils.set_random_seed(8)
+    x_in = keras.Input((12, 12, 3), name="image")
+    h = keras.layers.Conv2D(16, 3, padding="same", activation="relu", name="conv")(x_in)
+    h = keras.layers.Flatten()(h)
+    model = keras.Model(x_in, keras.layers.Dense(10, name="head")(h))
+    src = tmp_path / "cnn"
+    tf.saved_model.save(model, str(src))
+    g = load_model(str(src))
+    assert sum(isinstance(v, FileTensor) for v in _consts(g).values()) == 2  # conv kernel 1.7 KB, head 92 KB
+    onnx_graph, _ = to_onnx(g, pm.registry())
+    out = str(tmp_path / "cnn.onnx")
+    amanda_onnx.save_model(onnx_graph, out)
+    x = np.random.default_rng(9).standard_normal((2, 12, 12, 3)).astype(np.float32)
+    sess = ort.InferenceSession(out, providers=["CPUExecutionProvider"])
+    (got,) = sess.run(None, {sess.get_inputs()[0].name: x})
+    (want,) = _serve(src, x).values()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
