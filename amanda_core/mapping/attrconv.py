@@ -1255,6 +1255,75 @@ def tensor_elem(port: Any) -> str | None:
     return head if head in _TF_CONST_DTYPES else None
 
 
+
+def onnx_tfidf_plan(attrs: Any, length: Any) -> dict[str, Any] | None:
+    """An ONNX TfIdfVectorizer over rows of ``length`` items as constants for a comparison of windows (None when
+    the attributes are not a vectorizer this can compute):
+
+    * ``pos`` [S, N]: the row positions of every window: each n-gram size n the pool holds within
+      [min_gram_length, max_gram_length], each skip distance d (1 for n = 1, else 1 .. max_skip_count + 1), each
+      start s with s + (n - 1) d inside the row (positions past n are 0);
+    * ``grams`` [K, N]: the pool's n-grams (a repeated one keeps its last id, as ONNX's reference), ``free`` [K, N]:
+      the positions past each n-gram's size, ``fits`` [S, K]: window s and n-gram k have one size;
+    * ``index`` [K, out]: n-gram k counts at output ``ngram_indexes[id - 1]``; ``cap`` and ``weights`` [out]:
+      the output is min(count, cap) * weights (TF: cap inf, weights 1; IDF: cap 1; TFIDF: cap inf)."""
+    def text(v: Any) -> str:
+        return v.decode() if isinstance(v, bytes) else str(v)
+
+    get = attrs.get
+    if length is None or int(length) < 1:
+        return None
+    length = int(length)
+    lo, hi, skip = int(get("min_gram_length") or 0), int(get("max_gram_length") or 0), int(get("max_skip_count") or 0)
+    counts = [int(c) for c in (get("ngram_counts") or [])]
+    indexes = [int(i) for i in (get("ngram_indexes") or [])]
+    ints, strings = get("pool_int64s"), get("pool_strings")
+    pool = [int(v) for v in ints] if ints else [text(v).encode("utf-8") for v in (strings or [])]
+    mode = text(get("mode") or "")
+    weights = get("weights")
+    if lo < 1 or hi < lo or skip < 0 or not pool or not counts or not indexes or mode not in ("TF", "IDF", "TFIDF"):
+        return None
+    out = max(indexes) + 1
+    if min(indexes) < 0 or (weights is not None and len(weights) and len(weights) != out):
+        return None
+    ids: dict[tuple[Any, ...], int] = {}
+    next_id = 1
+    for size, start in enumerate(counts, 1):
+        end = counts[size] if size < len(counts) else len(pool)
+        if end < start or end > len(pool) or (end - start) % size:
+            return None
+        for g in range(start, end, size):
+            if lo <= size <= hi:
+                ids[tuple(pool[g:g + size])] = next_id
+            next_id += 1
+    if not ids or max(ids.values()) > len(indexes):
+        return None
+    grams = list(ids)
+    width = max(len(g) for g in grams)
+    windows: list[tuple[int, list[int]]] = []
+    for size in sorted({len(g) for g in grams}):
+        for d in ([1] if size == 1 else range(1, skip + 2)):
+            for s in range(length - (size - 1) * d):
+                windows.append((size, [s + j * d for j in range(size)] + [0] * (width - size)))
+    if not windows:
+        return None
+    fill: Any = 0 if ints else b""
+    return {
+        "pos": np.asarray([w for _, w in windows], np.int64),
+        "grams": np.asarray([list(g) + [fill] * (width - len(g)) for g in grams], np.int64 if ints else object),
+        "free": np.asarray([[j >= len(g) for j in range(width)] for g in grams], bool),
+        "fits": np.asarray([[n == len(g) for g in grams] for n, _ in windows], bool),
+        "index": np.asarray([[1.0 if indexes[ids[g] - 1] == o else 0.0 for o in range(out)] for g in grams],
+                            np.float32),
+        "cap": np.float32(1.0 if mode == "IDF" else np.inf),
+        "weights": np.asarray(weights if mode != "TF" and weights is not None and len(weights) else [1.0] * out,
+                              np.float32),
+        "width": width, "out": out, "strings": not ints,
+    }
+
+
+__all__ += ["onnx_tfidf_plan"]
+
 # --------------------------------------------------------------------------- end of ONNX -> TensorFlow conversions
 
 

@@ -75,3 +75,49 @@ def test_string_normalizer_many_rows_refused(bench: Any) -> None:
     node = helper.make_node("StringNormalizer", ["x"], ["y"], stopwords=["a"], case_change_action="UPPER")
     case = _reference_case(bench, node, {"x": words}, [helper.make_tensor_value_info("x", TensorProto.STRING, [2, 2])])
     assert bench.attempt(case)[0] == "refused"
+
+
+TFIDF_CASES = ["test_tfidfvectorizer_tf_only_bigrams_skip0", "test_tfidfvectorizer_tf_batch_onlybigrams_skip0",
+               "test_tfidfvectorizer_tf_onlybigrams_levelempty", "test_tfidfvectorizer_tf_onlybigrams_skip5",
+               "test_tfidfvectorizer_tf_batch_onlybigrams_skip5", "test_tfidfvectorizer_tf_uniandbigrams_skip5",
+               "test_tfidfvectorizer_tf_batch_uniandbigrams_skip5"]
+
+
+def test_tfidf_node_cases(bench: Any) -> None:
+    found = bench.load_cases(TFIDF_CASES)
+    assert sorted(c.name for c in found) == sorted(TFIDF_CASES)
+    for case in found:
+        outcome, detail = bench.attempt(case)
+        assert outcome == "pass", (case.name, outcome, detail)
+
+
+@pytest.mark.parametrize("mode, weights", [("TF", None), ("IDF", [0.5, 2, 3, 4, 5, 6, 7, 8]),
+                                           ("TFIDF", [0.5, 2, 3, 4, 5, 6, 7, 8])])
+@pytest.mark.parametrize("kind", ["int32", "int64", "string"])
+def test_tfidf_against_reference(bench: Any, mode: str, weights: Any, kind: str) -> None:
+    """Unigrams to trigrams with skips, a repeated n-gram (the last id counts), every mode with weights (TF mode
+    without: the reference needs them in the others), integer and string rows, as onnx's reference evaluator
+    computes them."""
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(3)
+    rows = rng.integers(0, 5, size=(3, 9))
+    pool = [1, 3, 2, 0, 1, 1, 2, 3, 0, 1, 0, 1, 2, 4, 4]   # unigrams 1 3, bigrams 20 11 23 01 01, trigram 244
+    counts, indexes = [0, 2, 12], [7, 0, 1, 2, 3, 4, 5, 6]
+    attrs: dict[str, Any] = {"mode": mode, "min_gram_length": 1, "max_gram_length": 3, "max_skip_count": 2,
+                             "ngram_counts": counts, "ngram_indexes": indexes}
+    if weights is not None:
+        attrs["weights"] = [float(w) for w in weights]
+    if kind == "string":
+        words = np.array([f"w{v}" for v in rows.reshape(-1)], dtype=object).reshape(rows.shape)
+        attrs["pool_strings"] = [f"w{v}" for v in pool]
+        elem = TensorProto.STRING
+    else:
+        words = rows.astype(kind)
+        attrs["pool_int64s"] = pool
+        elem = TensorProto.INT32 if kind == "int32" else TensorProto.INT64
+    node = helper.make_node("TfIdfVectorizer", ["x"], ["y"], **attrs)
+    for x in (words, words[0]):
+        case = _reference_case(bench, node, {"x": x}, [helper.make_tensor_value_info("x", elem, list(x.shape))])
+        assert bench.attempt(case) == ("pass", ""), (mode, kind, x.shape)
