@@ -100,3 +100,17 @@ def test_per_op_and_repro_name_the_wrong_rules_op_of_a_torch_model(tmp_path):
 def test_per_op_and_repro_name_the_wrong_rules_op_of_a_keras_model(tmp_path):
     _per_op_and_repro(tmp_path, ["tests.perop_models:keras_leaky"], BAD_TF, "leaky_relu_wrong_alpha",
                       "LeakyRelu", "LeakyRelu", "model.pb")
+
+
+@_needs("torch")
+@pytest.mark.parametrize("target", ["amanda/onnx/18", "amanda/tensorflow"])
+def test_per_op_lines_up_what_the_graph_passes_rewrote(target):
+    """A torch CNN with the plugins' own tables: the ONNX pass that folds each batch norm into its convolution,
+    and, to TF, the layout pass's transposes (a 16-channel 16x16 map is [2, 16, 16, 16] in both layouts) leave
+    nothing the per-op check mistakes for a divergence."""
+    if target == "amanda/tensorflow" and importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("tensorflow is not installed")
+    r = amanda("check", "--per-op", "examples.torch.small_cnn:build", "--input", "x:float32[2,3,32,32]",
+               "--to", target)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "no op diverges: 8 value(s)" in r.stdout

@@ -31,7 +31,7 @@ The rules of rewriting (``docs/mapping-tables.md``, "Mappers"):
 from __future__ import annotations
 
 __all__ = ["RewriteContext", "Rewrite", "MappingError", "apply_template", "default_ports", "ORIGIN_KEY", "HISTORY_KEY",
-           "recording_origins", "origin_of"]
+           "recording_origins", "origin_of", "inherit_origin"]
 
 import contextlib
 import contextvars
@@ -865,6 +865,22 @@ def origin_of(op: Op) -> tuple[str, ...]:
     """The names of the source ops ``op`` stands for: its recorded origins, else its own name."""
     names = op.meta.get(ORIGIN_KEY) if isinstance(op.meta, dict) else None
     return tuple(names) if names else (op.name,)
+
+
+def inherit_origin(op: Op, *sources: Op) -> None:
+    """When origins are recorded (any of ``sources`` has them), ``op`` -- made or changed by a graph pass from
+    ``sources`` (a batch norm folded into a convolution, a transpose pushed below an op) -- stands for what they
+    stand for, made by the rules that made them; a plain conversion (nothing recorded) writes nothing."""
+    if not any(isinstance(o.meta, dict) and ORIGIN_KEY in o.meta for o in sources):
+        return
+    names: list[str] = []
+    rules: list[Any] = []
+    for o in sources:
+        names += [n for n in origin_of(o) if n not in names]
+        rules += [r for r in (o.meta.get(HISTORY_KEY) or []) if r not in rules]
+    op.meta[ORIGIN_KEY] = names
+    if rules:
+        op.meta[HISTORY_KEY] = rules
 
 
 def _origins(match: Match) -> list[str]:

@@ -35,6 +35,8 @@ import numpy as np
 from amanda_core import AmandaError, Graph, Op
 from amanda_core.ir.layout import format_perm, record_input_layout, record_output_layout
 
+from .layout_tf import stand_for
+
 _UNARY = {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Neg", "Abs", "Sqrt", "Floor", "Ceil", "Erf", "Softplus",
           "Softsign", "Selu", "Sin", "Cos", "Reciprocal", "Sign", "Round", "Not", "IsNaN", "Elu", "LeakyRelu",
           "Identity", "Cast", "HardSigmoid", "HardSwish", "Gelu", "Mish"}
@@ -193,6 +195,7 @@ class _Pass:
                             inputs=[f"inputs_{i}" for i in range(len(sources))], outputs=["concat_result"],
                             attrs=dict(op.attrs), namespace=op.namespace, sources=sources)
         new.output_ports[0].dtype = op.output_ports[0].dtype
+        stand_for(new, op, *merged)
         self.g.replace_all_uses(op.output_ports[0], new.output_ports[0])
         name = op.name
         self.g.remove_op(op)
@@ -331,6 +334,7 @@ class _Pass:
                                    sources=[op.output_ports[0],
                                             self.new_const(op.name + "/perm", np.asarray(perm, np.int64))])
             gather.output_ports[0].dtype = op.output_ports[0].dtype
+            stand_for(gather, op)
             for r in readers:
                 self.g.connect(gather.output_ports[0], r, replace=True)
             self.report.count("pushed down")
@@ -345,6 +349,7 @@ class _Pass:
             if out_perm is None or out_perm == list(range(len(out_perm))):
                 continue
             new = self.new_transpose(q, out_perm, op.name + "/to_nhwc")
+            stand_for(new.op, op)
             new.dtype = old_dtype
             for r in readers:
                 self.g.connect(new, r, replace=True)
@@ -520,6 +525,7 @@ class _Pass:
                              outputs=["Y"], sources=[op.input_ports[0].source, op.input_ports[1].source,
                                                      other[0].source])
         gemm.output_ports[0].dtype = add.output_ports[0].dtype
+        stand_for(gemm, op, add)
         self.g.replace_all_uses(add.output_ports[0], gemm.output_ports[0])
         self.g.remove_op(add)
         self.g.remove_op(op)

@@ -398,6 +398,7 @@ class _Pass:
             if not readers:
                 continue
             new = self.new_transpose(q, out_perm, op.name + "/to_nchw", op)
+            stand_for(new.op, op)
             new.dtype = old_dtype
             for r in readers:
                 self.g.connect(new, r, replace=True)
@@ -470,6 +471,14 @@ class _Pass:
                 done = (self.identity(op, perm) or self.compose(op, perm) or self.merge_siblings(op, perm)
                         or self.push(op, perm))
                 changed = changed or done
+
+
+def stand_for(new: Op, *ops: Op) -> None:
+    """An op the pass makes from ``ops`` stands for what they stand for (when the conversion records it, for
+    ``amanda check --per-op``: :func:`amanda_core.mapping.rewrite.inherit_origin`)."""
+    from amanda_core.mapping.rewrite import inherit_origin
+
+    inherit_origin(new, *ops)
 
 
 def optimize(graph: Graph, *, channels_last_inputs: bool = False, channels_last_outputs: bool = False

@@ -40,6 +40,7 @@ from typing import Any, Callable
 import numpy as np
 
 from amanda_core import Graph, Op
+from amanda_core.mapping.rewrite import inherit_origin
 
 #: A folded constant may hold at most this many elements more than its inputs together (an Expand or
 #: ConstantOfShape to a large shape is cheaper to compute at run time than to store).
@@ -243,6 +244,7 @@ class _Folder:
         self.g.connect(self.new_const(conv.name + "/bias", b2), bport, replace=True)
         self.drop_if_unused(bprod)
         dtype = bn.output_ports[0].dtype
+        inherit_origin(conv, conv, bn)  # (the convolution now computes the batch norm's value too)
         self.replace(bn, conv.output_ports[0])
         if dtype is not None:
             conv.output_ports[0].dtype = dtype
@@ -280,6 +282,7 @@ class _Folder:
             old = list(conv.attrs.get("pads") or [0] * (2 * (rank - 2)))
             n = rank - 2
             conv.attrs["pads"] = [old[i] + begins[i] for i in range(n)] + [old[n + i] + ends[i] for i in range(n)]
+            inherit_origin(conv, conv, pad)
             self.g.connect(pad.input_ports[0].source, r, replace=True)
         feeders = [_producer(q) for q in pad.input_ports]
         self.g.remove_op(pad)
