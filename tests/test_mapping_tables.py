@@ -138,6 +138,44 @@ def test_check_table_finds_unknown_types_attrs_and_ports_with_lines(tmp_path):
     assert len(errors) == 5
 
 
+def test_check_table_attribute_of_some_listed_types_is_read_as_absent_on_the_others(tmp_path):
+    # Softmax has axis, Relu none: the matcher reads Relu's as absent (None), so a rule over both may ask for
+    # it; an attribute none of the listed types has is a slip, as with one type
+    path = write(tmp_path, BASE + """\
+    r:
+      src:
+        ops:
+          $a: {type: [Relu, Softmax], attrs: {axis: "${value in (None, -1)}"}}
+      dst:
+        ops:
+          $a: {type: ReLU}
+    s:
+      src:
+        ops:
+          $a: {type: [Relu, Add], attrs: {axis: "${value in (None, -1)}"}}
+      dst:
+        ops:
+          $a: {type: ReLU}
+""")
+    errors, _ = check_table(load_table(path, trusted=True), registry())
+    assert [(e.rule, str(e).split(": ", 2)[-1]) for e in errors] == [
+        ("s", "matcher op '$a': Relu has no attribute 'axis'"), ("s", "matcher op '$a': Add has no attribute 'axis'")]
+
+
+def test_check_table_names_the_part_a_rule_is_in(tmp_path):
+    from amanda_core.mapping.table import merge_parts
+
+    head = "table:\n  name: {name}\n  part_of: whole\n  src: amanda/toy/1\n  dst: amanda/other/1\n  rules:\n"
+    first = write(tmp_path, head.format(name="a") + "    r:\n      src: {ops: {$a: {type: Relu}}}\n"
+                  "      dst: {ops: {$a: {type: ReLU}}}\n", "a.yaml")
+    second = write(tmp_path, head.format(name="b") + "    s:\n      src: {ops: {$a: {type: Relu}}}\n"
+                   "      dst: {ops: {$a: {type: Relux}}}\n", "b.yaml")
+    (merged,) = merge_parts([load_table(first), load_table(second)])
+    errors, _ = check_table(merged, registry())
+    assert [str(e) for e in errors] == [
+        f"{second}:9: table 'whole', rule 's': mapper op '$a': amanda/other/1 has no op type 'Relux'"]
+
+
 def test_check_table_notes_namespaces_it_cannot_check(tmp_path):
     path = write(tmp_path, "table:\n  src: amanda/nowhere/1\n  dst: amanda/other/1\n  rules:\n"
                            "    r:\n      src: {ops: {$a: {type: X}}}\n      dst: {ops: {$a: {type: ReLU}}}\n")

@@ -16,7 +16,7 @@ from typing import Iterable
 from ..errors import Location, NamespaceError, SchemaError
 from ..namespace.registry import NamespaceRegistry
 from ..namespace.schema import NamespaceSchema, OpSchema
-from .table import MappingTable, OpPattern, OpTemplate, TableError, ValueSpec
+from .table import MappingTable, OpPattern, OpTemplate, Rule, TableError, ValueSpec
 
 
 def _schema(registry: NamespaceRegistry, spec: str) -> NamespaceSchema | None:
@@ -52,6 +52,12 @@ def _port_known(schema: OpSchema, name: str, kind: str) -> bool:
 def _check_op(schema: NamespaceSchema, op_types: list[str], attrs: Iterable[str],
               ports: Iterable[tuple[str, str]], what: str, key: str) -> list[str]:
     problems = []
+    attrs = list(attrs)
+    # With several op types, an attribute only some of them have is read as absent (None) on the others, as the
+    # matcher does (`data_format: "${value in (None, 'NHWC')}"` on elementwise ops and BiasAdd): a slip only when
+    # none of them has it.
+    schemas = [schema.get(t) for t in op_types]
+    everywhere = {a for a in attrs if not any(x is not None and a in x.attr_names() for x in schemas)}
     for t in op_types:
         s = schema.get(t)
         if s is None:
@@ -59,7 +65,7 @@ def _check_op(schema: NamespaceSchema, op_types: list[str], attrs: Iterable[str]
             continue
         known = s.attr_names()
         for a in attrs:
-            if a not in known:
+            if a not in known and (len(op_types) == 1 or a in everywhere):
                 problems.append(f"{what} op {key!r}: {t} has no attribute {a!r}{_hint(a, known)}")
         for name, kind in ports:
             if name and not _port_known(s, name, kind):
@@ -79,15 +85,15 @@ def check_table(table: MappingTable, registry: NamespaceRegistry) -> tuple[list[
         notes.append(f"table {table.name!r}: no schema is registered for {table.src}; its matchers were not checked")
     if dst is None:
         notes.append(f"table {table.name!r}: no schema is registered for {table.dst}; its mappers were not checked")
-    def err(rule_name: str, message: str, line: int | None) -> None:
-        errors.append(TableError(message, Location(table.source, line) if table.source else None, rule_name,
-                                 table.name))
+    def err(rule: Rule, message: str, line: int | None) -> None:
+        source = rule.source or table.source  # a table merged from parts: the part the rule is in
+        errors.append(TableError(message, Location(source, line) if source else None, rule.name, table.name))
 
     for rule in table.rules.values():
         if src is not None:
             for pat in rule.src.ops.values():
                 for msg in _check_pattern(src, pat):
-                    err(rule.name, msg, pat.line)
+                    err(rule, msg, pat.line)
             for e in rule.src.edges:
                 for end, kind in ((e.src, "out"), (e.dst, "in")):
                     pat = rule.src.ops[end.op]
@@ -96,12 +102,12 @@ def check_table(table: MappingTable, registry: NamespaceRegistry) -> tuple[list[
                     for t in _literal_types(pat.type):
                         s = src.get(t)
                         if s is not None and not _port_known(s, end.port, kind):
-                            err(rule.name, f"matcher edge {e}: {t} has no {'input' if kind == 'in' else 'output'} port "
+                            err(rule, f"matcher edge {e}: {t} has no {'input' if kind == 'in' else 'output'} port "
                                 f"{end.port!r}", e.line)
         if dst is not None:
             for key, tpl in rule.dst.ops.items():
                 for msg in _check_template(dst, tpl, rule.src.ops.get(key)):
-                    err(rule.name, msg, tpl.line)
+                    err(rule, msg, tpl.line)
     return errors, notes
 
 

@@ -214,6 +214,8 @@ class Rule:
     repeat: bool = False
     line: int | None = field(default=None, eq=False)
     raw: Mapping[str, Any] = field(factory=dict, eq=False, repr=False)
+    source: str | None = field(default=None, eq=False)
+    """The file the rule was read from (a table merged from parts has rules from several files)."""
     anchors: Any = field(init=False, eq=False, repr=False, default=None)
     """Filled by the engine the first time it applies the rule: the op types its search can start from."""
     keeps_ops: bool = field(init=False, eq=False, repr=False)
@@ -597,7 +599,7 @@ class _Parser:
         line = self.loc(path)
         rule = Rule(name, src, dst, self.strings(spec.get("apply_after"), path + ("apply_after",), "apply_after"),
                     tuple(dict.fromkeys(table_tags + self.strings(spec.get("tags"), path + ("tags",), "tags"))),
-                    comm, repeat, line.line if line else None, dict(spec))
+                    comm, repeat, line.line if line else None, dict(spec), self.filename)
         self.rule_name = None
         return rule
 
