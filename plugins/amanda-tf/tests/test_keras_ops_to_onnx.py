@@ -23,7 +23,6 @@ TOL = 1e-4
 
 REFUSED = {
     "activation_gelu_erf": "Erfc",  # converted by the approximate rule only (--allow-approximate)
-    "Resizing_area": "ResizeArea",
     "unstack": "Unpack",
 }
 """Cases refused on purpose (no rule, or no exact one), with an op type the refusal names."""
@@ -42,7 +41,7 @@ FAST = ["Conv1D_causal_dilated", "Conv2D_dilated", "Conv3D", "SeparableConv2D", 
         "strided_slice_masks", "reductions", "Dense_3d", "EinsumDense", "batch_matmul", "MultiHeadAttention",
         "RepeatVector", "Permute", "concat_split", "LSTM_sequences", "GRU", "GRU_sequences", "tf_cond",
         "tf_while_loop", "activation_gelu_erf", "unstack", "Conv2D_grouped", "SimpleRNN",
-        "GRU_reset_before", "Resizing_bicubic", "tf_pad_symmetric"]
+        "GRU_reset_before", "Resizing_bicubic", "tf_pad_symmetric", "Resizing_area"]
 SLOW = bool(os.environ.get("AMANDA_SLOW"))
 
 

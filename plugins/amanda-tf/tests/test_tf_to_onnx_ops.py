@@ -217,6 +217,14 @@ for _m in ("bilinear", "nearest", "bicubic"):
 _TRACED: dict[str, tuple[Any, dict[str, np.ndarray], list[np.ndarray]]] = {}
 
 
+for _size in ((10, 13), (3, 4), (7, 7), (2, 3)):
+    case(f"ResizeArea-{_size[0]}x{_size[1]}", lambda x, s=_size: tf.image.resize(x, s, "area"), batch=True,
+         x=_f(2, 5, 6, 3))
+case("ResizeArea-align-corners", lambda x: tf.raw_ops.ResizeArea(images=x, size=[3, 4], align_corners=True),
+     x=_f(2, 7, 9, 3))
+case("ResizeArea-int32", lambda x: tf.raw_ops.ResizeArea(images=x, size=[4, 3]), x=_i(2, 9, 7, 2))
+
+
 def _graph_and_refs(name: str) -> tuple[Any, dict[str, np.ndarray], list[np.ndarray]]:
     """The case's imported graph (traced once per process: conversions copy it), inputs and TF's outputs."""
     if name not in _TRACED:
