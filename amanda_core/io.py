@@ -158,52 +158,58 @@ def _accepts(imp: Importer, source: Any) -> bool:
 
 
 def _options(where: str, what: str, imp: Importer | None, inputs: Sequence[InputSpec] | None,
-             outputs: Sequence[str] | None, lenient: bool) -> dict[str, Any]:
+             outputs: Sequence[str] | None, lenient: bool, signature: str | None = None) -> dict[str, Any]:
     options: dict[str, Any] = {}
     takes = set(imp.load_options) if imp is not None else set()
-    for key, value, flag in (("inputs", inputs, "--input"), ("outputs", outputs, "--output")):
+    for key, value, flag in (("inputs", inputs, "--input"), ("outputs", outputs, "--output"),
+                             ("signature", signature, "--signature")):
         if value is None:
             continue
         if key not in takes:
             if lenient:
                 continue
+            if key == "signature":
+                raise AmandaError(f"{where}: {what} have no signatures to choose from; --signature names one of "
+                                  "a SavedModel's")
             raise AmandaError(f"{where}: {what} state their own {key}; this format takes no {flag}")
-        options[key] = list(value)
+        options[key] = value if isinstance(value, str) else list(value)
     return options
 
 
 def load_model(source: Any, *, inputs: Sequence[InputSpec] | None = None, outputs: Sequence[str] | None = None,
-               warnings: list[str] | None = None, lenient: bool = False) -> Graph:
+               warnings: list[str] | None = None, lenient: bool = False, signature: str | None = None) -> Graph:
     """Read a graph from a YAML file, a model file or folder a plugin imports, ``pkg.module:factory``, or a live
     object an importer accepts.
 
     ``inputs`` / ``outputs`` (``--input`` / ``--output``) go to the importer's ``load`` only when given; a format
     that takes none of them is an error (``lenient=True``: they are left out silently, as ``amanda check`` does for
-    the one of its two models that states its own).  ``warnings`` collects what the YAML reader noticed."""
+    the one of its two models that states its own).  ``signature`` (``--signature``) goes likewise to an
+    importer that lists it (a SavedModel's signature).  ``warnings`` collects what the YAML reader noticed."""
     reg = None
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if not os.path.exists(path):
             if _FACTORY.match(path):
+                _options(path, "programs defined in code", None, None, None, lenient, signature)
                 return _load_factory(path, inputs, outputs, lenient)
             parent = os.path.dirname(path.rstrip("/" + os.sep))
             if parent and not os.path.isdir(parent):
                 raise AmandaError(f"{path}: no such file (the folder {parent} does not exist)")
             raise AmandaError(f"{path}: no such file or folder")
         if path.lower().endswith(YAML_EXTENSIONS) and not os.path.isdir(path):
-            _options(path, "YAML graphs", None, inputs, outputs, lenient)
+            _options(path, "YAML graphs", None, inputs, outputs, lenient, signature)
             from .serialization.graph_yaml import load_graph
 
             return load_graph(path, warnings=warnings)
         reg = _registry()
         imp = importer_for(path, reg)
         assert imp is not None
-        options = _options(path, f"{imp.name} models", imp, inputs, outputs, lenient)
+        options = _options(path, f"{imp.name} models", imp, inputs, outputs, lenient, signature)
         return _checked(imp.load(path, **options), path, imp)
     reg = _registry()
     imp = importer_for(source, reg)
     assert imp is not None
-    options = _options(type(source).__name__, f"{imp.name} models", imp, inputs, outputs, lenient)
+    options = _options(type(source).__name__, f"{imp.name} models", imp, inputs, outputs, lenient, signature)
     return _checked(imp.load(source, **options), type(source).__name__, imp)
 
 

@@ -85,10 +85,11 @@ def _load_pair(args: argparse.Namespace, reg: Any) -> tuple[Graph, Graph, Any]:
     from .main import _specs, load_model
 
     specs, outputs = _specs(args)
-    reference = load_model(args.reference, inputs=specs, outputs=outputs, lenient=True)
+    reference = load_model(args.reference, inputs=specs, outputs=outputs, lenient=True, signature=args.signature)
     convert = _converter(args, reg, args.to) if getattr(args, "to", None) else None
     if args.candidate is not None:
-        candidate = load_model(args.candidate, inputs=specs, outputs=outputs, lenient=True)
+        candidate = load_model(args.candidate, inputs=specs, outputs=outputs, lenient=True,
+                               signature=args.signature)
     elif convert is not None:
         candidate = convert(reference)
     else:
@@ -198,7 +199,7 @@ def _cmd_coverage(args: argparse.Namespace) -> int:
         raise AmandaError("amanda coverage needs --to NAMESPACE")
     reg = registry()
     specs, outputs = _specs(args)
-    graph = load_model(args.model, inputs=specs, outputs=outputs)
+    graph = load_model(args.model, inputs=specs, outputs=outputs, signature=args.signature)
     target = _resolve(reg.namespaces, args.to, usage="--to {ns}")
     tables = _tables(args, reg)
     wanted = list(args.tag or ()) + (["approximate"] if args.allow_approximate else [])

@@ -58,11 +58,11 @@ def _registry() -> Any:
 
 
 def load_model(source: str, warnings: list[str] | None = None, *, inputs: Any = None, outputs: Any = None,
-               lenient: bool = False) -> Graph:
+               lenient: bool = False, signature: str | None = None) -> Graph:
     """Read a graph (see :func:`amanda_core.io.load_model`); kept here for callers of the command line's module."""
     from ..io import load_model as _load
 
-    return _load(source, inputs=inputs, outputs=outputs, warnings=warnings, lenient=lenient)
+    return _load(source, inputs=inputs, outputs=outputs, warnings=warnings, lenient=lenient, signature=signature)
 
 
 def save_model(graph: Graph, path: str) -> list[str]:
@@ -262,7 +262,7 @@ def _human_bytes(n: int) -> str:
 def cmd_inspect(args: argparse.Namespace) -> int:
     warnings: list[str] = []
     inputs, outputs = _specs(args)
-    graph = load_model(args.file, warnings, inputs=inputs, outputs=outputs)
+    graph = load_model(args.file, warnings, inputs=inputs, outputs=outputs, signature=args.signature)
     info = summarize(graph)
     from .lock import print_provenance, provenance_info
 
@@ -452,7 +452,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     check_lock(args, reg)  # --lock FILE: refuse where the environment differs
     warnings: list[str] = []
     inputs, outputs = _specs(args)
-    graph = load_model(args.input_model, warnings, inputs=inputs, outputs=outputs)
+    graph = load_model(args.input_model, warnings, inputs=inputs, outputs=outputs, signature=args.signature)
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
     if graph.namespace is None:
@@ -856,20 +856,22 @@ def _check_files(args: argparse.Namespace, reference: str, candidate: str, *, in
 
     dims = _dims(args.dim)
     data = read_input_data(args.input_data or ())
-    ref = load_model(reference, inputs=inputs, outputs=outputs, lenient=True)
+    signature = getattr(args, "signature", None)
+    ref = load_model(reference, inputs=inputs, outputs=outputs, lenient=True, signature=signature)
     cand_specs = _permuted_specs(inputs, candidate_layouts) if candidate_layouts else inputs
     try:
-        cand = load_model(candidate, inputs=cand_specs, outputs=outputs, lenient=True)
+        cand = load_model(candidate, inputs=cand_specs, outputs=outputs, lenient=True, signature=signature)
     except AmandaError:
         if not inputs or candidate_layouts is not None or not os.path.exists(candidate):
             raise
         from ..ir.layout import io_layouts
 
-        cand = load_model(candidate, outputs=outputs, lenient=True)  # a file states its inputs: in which layout?
+        cand = load_model(candidate, outputs=outputs, lenient=True,  # a file states its inputs: in which layout?
+                          signature=signature)
         if not io_layouts(cand)[0]:
             raise
         cand = load_model(candidate, inputs=_permuted_specs(inputs, io_layouts(cand)[0]), outputs=outputs,
-                          lenient=True)
+                          lenient=True, signature=signature)
     report = compare_graphs(ref, cand, reference_name=reference, candidate_name=candidate, seed=args.seed,
                             dims=dims, rtol=args.rtol, atol=args.atol, exact=args.exact, input_data=data)
     if args.json:
@@ -921,6 +923,8 @@ def _model_options(p: argparse.ArgumentParser) -> None:
                         "formats that state their inputs, like ONNX and YAML, take none)")
     p.add_argument("--output", action="append", metavar="NAME",
                    help="an output of the model to keep (repeatable; for formats that do not state their outputs)")
+    p.add_argument("--signature", metavar="NAME",
+                   help="the signature of a TensorFlow SavedModel to read (default serving_default)")
 
 
 def _check_options(p: argparse.ArgumentParser) -> None:

@@ -476,7 +476,7 @@ def _saved_model(path: str, signature: str | None, inputs: Sequence[Any] | None)
         sigs = dict(loaded.signatures)
         if name not in sigs:
             raise FormatError(f"{path}: no signature {name!r} in the SavedModel (signatures: "
-                              f"{', '.join(sorted(sigs)) or 'none'})")
+                              f"{', '.join(sorted(sigs)) or 'none'}; --signature NAME chooses one)")
         return sigs[name]
 
     # the graph without its weights (variables left unrestored), then the weights from the mapped checkpoint
@@ -590,6 +590,9 @@ def load_model(source: Any, *, inputs: Sequence[Any] | None = None, outputs: Seq
         path = os.fspath(source)
         if os.path.isdir(path):
             return _saved_model(path, signature, inputs)
+        if signature is not None:
+            raise AmandaError(f"{path}: signature {signature!r} given, but only a SavedModel directory has "
+                              "signatures to choose from")
         if not os.path.exists(path):
             raise FormatError(f"{path}: no such file or directory")
         if path.lower().endswith(".keras"):
@@ -604,6 +607,8 @@ def load_model(source: Any, *, inputs: Sequence[Any] | None = None, outputs: Seq
         raise FormatError(f"{path}: not a TensorFlow model (a SavedModel directory, .keras or .pb file)")
     if outputs:
         raise AmandaError("outputs= names the tensors to fetch from a frozen GraphDef; a live model has its own")
+    if signature is not None:
+        raise AmandaError("signature= names one of a SavedModel's signatures; a live model has none")
     tf = _tf()
     from tensorflow.python.eager.polymorphic_function.concrete_function import ConcreteFunction
 

@@ -58,7 +58,7 @@ def amanda_importers() -> list[Importer]:
     """``tensorflow``: SavedModel directories, ``.keras`` files, frozen ``.pb`` GraphDefs, live Keras models and
     ``tf.function``s."""
     return [Importer(name="tensorflow", namespace=FAMILY, extensions=(".keras", ".pb"), load=_load,
-                     framework="tensorflow", accepts=_accepts, load_options=("inputs", "outputs"),
+                     framework="tensorflow", accepts=_accepts, load_options=("inputs", "outputs", "signature"),
                      description="TensorFlow: SavedModel directories, .keras, frozen .pb, live Keras models")]
 
 

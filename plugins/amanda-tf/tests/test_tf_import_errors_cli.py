@@ -41,7 +41,56 @@ def test_savedmodel_without_the_default_signature(capsys, tmp_path):
     saved = tmp_path / "sm"
     tf.saved_model.save(m, str(saved), signatures={"predict": m.__call__, "score": m.__call__})
     line = _fails(capsys, tmp_path, str(saved))
-    assert "no signature 'serving_default'" in line and "(signatures: predict, score)" in line
+    assert "no signature 'serving_default'" in line and "(signatures: predict, score; --signature" in line
+
+
+def test_signature_chooses_one_of_a_savedmodel(capsys, tmp_path):
+    import numpy as np
+
+    class M(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([2], tf.float32, name="x")])
+        def double(self, x):
+            return {"y": x * 2.0}
+
+        @tf.function(input_signature=[tf.TensorSpec([2], tf.float32, name="x")])
+        def negate(self, x):
+            return {"y": -x}
+
+    m = M()
+    saved = tmp_path / "sm"
+    tf.saved_model.save(m, str(saved), signatures={"double": m.double, "negate": m.negate})
+    x = np.array([1.5, -2.0], np.float32)
+    for name, want in (("double", x * 2.0), ("negate", -x)):
+        out = tmp_path / f"{name}.onnx"
+        assert main(["convert", str(saved), "--signature", name, "--to", "amanda/onnx/18", "-o", str(out),
+                     "--quiet"]) == 0
+        import onnxruntime as ort
+
+        (got,) = ort.InferenceSession(str(out)).run(None, {"x": x})
+        np.testing.assert_array_equal(got, want)
+        # the check reads the same signature of the SavedModel, and ignores the option for the ONNX file
+        assert main(["check", str(saved), str(out), "--signature", name, "--quiet"]) == 0
+    line = _fails(capsys, tmp_path, str(saved), "--signature", "nope")
+    assert "no signature 'nope'" in line and "double, negate" in line
+
+
+def test_signature_of_a_model_without_signatures(capsys, tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]))
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    line = _fails(capsys, tmp_path, str(path), "--signature", "serving_default")
+    assert str(path) in line and "no signatures to choose from" in line
+    keras = pytest.importorskip("keras")
+    k = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    kpath = tmp_path / "k.keras"
+    k.save(str(kpath))
+    line = _fails(capsys, tmp_path, str(kpath), "--signature", "serving_default")
+    assert "k.keras" in line and "only a SavedModel directory has signatures" in line
 
 
 def test_pb_that_does_not_parse(capsys, tmp_path):
