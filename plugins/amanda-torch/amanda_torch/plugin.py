@@ -103,6 +103,12 @@ def _control_to_onnx(graph: Any) -> str:
     return torch_control_to_onnx(graph).summary()
 
 
+def _unroll(graph: Any) -> str:
+    from .unroll_onnx import unroll_onnx
+
+    return unroll_onnx(graph).summary()
+
+
 def _control_to_torch(graph: Any) -> str:
     from .control_onnx import onnx_control_to_torch
 
@@ -120,6 +126,9 @@ def amanda_graph_passes() -> list[GraphPass]:
     return [GraphPass(name="torch-control-to-onnx", tables=("torch-to-onnx",), run=_control_to_onnx,
                       description="torch.cond and TorchScript If/Loop as ONNX If/Loop, their branches reading "
                                   "outer values by name"),
+            GraphPass(name="onnx-unroll", tables=("onnx-to-torch",), run=_unroll, before=True,
+                      description="GRU over a sequence of a length known at conversion, as straight-line "
+                                  "ONNX ops per step"),
             GraphPass(name="onnx-control-to-torch", tables=("onnx-to-torch",), run=_control_to_torch, before=True,
                       description="ONNX If/Loop as prim::If/prim::Loop, outer values as captured inputs"),
             GraphPass(name="torch-onnx-fold", tables=("torch-to-onnx",), run=_fold,

@@ -35,7 +35,7 @@ MODULES = ["add", "relu", "div", "mod", "pow", "where", "clip", "softmax", "gemm
            "causal_conv_with_state", "reducemax", "reducel1", "unsqueeze", "rnn", "lstm", "gelu", "groupnormalization",
            "swish", "spacetodepth", "isinf", "celu", "dropout", "lrn", "meanvariancenormalization", "eyelike",
            "gridsample", "tensorscatter", "reversesequence", "compress", "convtranspose", "if_", "deformconv",
-           "tfidfvectorizer", "maxunpool"]
+           "tfidfvectorizer", "maxunpool", "gru"]
 
 CONVERTS = [
     # one op to one op, constant attributes
@@ -121,6 +121,9 @@ CONVERTS = [
     "test_maxunpool_export_without_output_shape",
     # ONNX If through the control-flow pass
     "test_if",
+    # recurrences of a static length unrolled before the table (GRU, linear_before_reset = 0)
+    "test_gru_defaults", "test_gru_with_initial_bias", "test_gru_seq_length", "test_gru_reverse",
+    "test_gru_bidirectional", "test_gru_batchwise",
 ]
 """Cases the tables convert (each must convert and pass)."""
 

@@ -1,0 +1,293 @@
+"""Recurrences of a length known at conversion time, unrolled into straight-line ONNX ops before ``onnx-to-torch``.
+
+A mapping rule writes a fixed set of ops; a recurrence over ``n`` steps needs ``n`` copies of its step, so this is
+a graph pass (``onnx-unroll``, run before the ``onnx-to-torch`` table) that writes the steps as ordinary ONNX ops
+(``MatMul``, ``Add``, ``Sigmoid``, ``Tanh``, ``Gather``, ``Concat`` ...), which the table then converts one by one:
+
+* **GRU** (either ``linear_before_reset``), forward, reverse and bidirectional, ``layout`` 0 and 1, with or without
+  ``B`` and ``initial_h``, outputs ``Y`` and ``Y_h``: per step and direction the arithmetic of ONNX's reference
+  (``z, r = sigmoid(x W_zr^T + H R_zr^T + Wb_zr + Rb_zr)``, ``h = tanh(x W_h^T + (r * H) R_h^T + Wb_h + Rb_h)``, or
+  ``tanh(x W_h^T + r * (H R_h^T + Rb_h) + Wb_h)`` with ``linear_before_reset = 1``, ``H = (1 - z) * h + z * H``),
+  the reverse direction over the flipped sequence with its outputs put back in input order.
+
+A recurrence whose length is not a constant of the graph (an input's symbolic dimension), a ``sequence_lens``
+that is not a constant equal to that length everywhere, activations other than the defaults, ``clip``, or an
+element type other than float32/float64 is left as it is (the table then reports the op as unconverted), with the
+reason in the pass's summary.
+"""
+
+from __future__ import annotations
+
+__all__ = ["unroll_onnx", "UnrollReport"]
+
+import re
+from typing import Any, Sequence
+
+import attrs
+import numpy as np
+
+from amanda_core import Graph
+from amanda_core.ir.graph import Op, OutputPort
+
+ONNX_FAMILY = "amanda/onnx/"
+_TENSOR = re.compile(r"^tensor\((\w+)\)\[(.*)\]$")
+_FLOATS = {"float": np.float32, "double": np.float64}
+
+
+@attrs.define
+class UnrollReport:
+    converted: dict[str, int] = attrs.field(factory=dict)
+    left: list[str] = attrs.field(factory=list)
+
+    def summary(self) -> str:
+        done = ", ".join(f"{n} {t}" for t, n in sorted(self.converted.items())) or "nothing"
+        kept = f"; left: {'; '.join(self.left)}" if self.left else ""
+        return f"{done} unrolled{kept}"
+
+
+def _shape(port: OutputPort | None) -> tuple[str, list[int]] | None:
+    """Element type and static dims of a port's ONNX tensor type, or None when either is not known."""
+    if port is None or port.dtype is None:
+        return None
+    m = _TENSOR.match(str(port.dtype))
+    if m is None:
+        return None
+    dims = [d.strip() for d in m.group(2).split(",")] if m.group(2).strip() else []
+    if not all(re.fullmatch(r"\d+", d) for d in dims):
+        return None
+    return m.group(1), [int(d) for d in dims]
+
+
+def _constant(port: OutputPort | None) -> Any:
+    """The value of a port fed by an ``Initializer`` or ``Constant`` (a numpy array), else None."""
+    if port is None:
+        return None
+    op = port.op
+    if op is None or op.namespace is not None or op.type not in ("Initializer", "Constant"):
+        return None
+    value = op.attrs.get("value")
+    return value if isinstance(value, np.ndarray) else None
+
+
+class _Writer:
+    """Adds ONNX ops to a graph, each output typed ``tensor(<elem>)[dims]``."""
+
+    def __init__(self, g: Graph, base: str) -> None:
+        self.g, self.base = g, base
+
+    def op(self, type_: str, inputs: Sequence[tuple[str, OutputPort]], outputs: Sequence[tuple[str, str, list[int]]],
+           **attributes: Any) -> list[OutputPort]:
+        o = self.g.add_op(type_, self.g.unique_name(f"{self.base}_{type_.lower()}"),
+                          inputs=[n for n, _ in inputs],
+                          outputs=[(n, f"tensor({e})[{','.join(str(d) for d in dims)}]") for n, e, dims in outputs],
+                          attrs=dict(attributes) or None, sources=[p for _, p in inputs])
+        return list(o.output_ports)
+
+    def const(self, value: Any) -> OutputPort:
+        value = np.asarray(value)
+        elem = {np.dtype(np.int64): "int64", np.dtype(np.float32): "float",
+                np.dtype(np.float64): "double"}[value.dtype]
+        o = self.g.add_op("Constant", self.g.unique_name(f"{self.base}_const"), attrs={"value": value},
+                          outputs=[("output", f"tensor({elem})[{','.join(str(d) for d in value.shape)}]")])
+        return o.output_ports[0]
+
+    def one(self, type_: str, ins: Sequence[OutputPort], elem: str, dims: list[int], names: Sequence[str],
+            out: str, **attributes: Any) -> OutputPort:
+        return self.op(type_, list(zip(names, ins)), [(out, elem, dims)], **attributes)[0]
+
+    # the few op shapes used below
+    def binary(self, type_: str, a: OutputPort, b: OutputPort, elem: str, dims: list[int]) -> OutputPort:
+        return self.one(type_, [a, b], elem, dims, ["A", "B"], "C")
+
+    def matmul(self, a: OutputPort, b: OutputPort, elem: str, dims: list[int]) -> OutputPort:
+        return self.one("MatMul", [a, b], elem, dims, ["A", "B"], "Y")
+
+    def unary(self, type_: str, x: OutputPort, elem: str, dims: list[int]) -> OutputPort:
+        if type_ in ("Tanh", "Identity"):
+            return self.one(type_, [x], elem, dims, ["input"], "output")
+        return self.one(type_, [x], elem, dims, ["X"], "Y")
+
+    def gather(self, x: OutputPort, index: int, elem: str, dims: list[int], axis: int = 0) -> OutputPort:
+        return self.one("Gather", [x, self.const(np.array(index, dtype=np.int64))], elem, dims,
+                        ["data", "indices"], "output", axis=axis)
+
+    def transpose(self, x: OutputPort, perm: list[int], elem: str, dims: list[int]) -> OutputPort:
+        return self.one("Transpose", [x], elem, dims, ["data"], "transposed", perm=perm)
+
+    def unsqueeze(self, x: OutputPort, axis: int, elem: str, dims: list[int]) -> OutputPort:
+        return self.one("Unsqueeze", [x, self.const(np.array([axis], dtype=np.int64))], elem, dims,
+                        ["data", "axes"], "expanded")
+
+    def concat(self, xs: Sequence[OutputPort], axis: int, elem: str, dims: list[int]) -> OutputPort:
+        if len(xs) == 1:
+            return xs[0]
+        return self.one("Concat", xs, elem, dims, [f"inputs_{i}" for i in range(len(xs))], "concat_result",
+                        axis=axis)
+
+    def split(self, x: OutputPort, sizes: list[int], axis: int, elem: str, dims: list[int]) -> list[OutputPort]:
+        outs = []
+        for i, s in enumerate(sizes):
+            d = list(dims)
+            d[axis] = s
+            outs.append((f"outputs_{i}", elem, d))
+        return self.op("Split", [("input", x), ("split", self.const(np.array(sizes, dtype=np.int64)))], outs,
+                       axis=axis)
+
+
+def unroll_onnx(graph: Graph) -> UnrollReport:
+    """Unroll every recurrence of a static length in ``graph`` (an ``amanda/onnx`` graph) and its nested graphs."""
+    report = UnrollReport()
+    if not (graph.namespace or "").startswith(ONNX_FAMILY):
+        return report
+    graphs = [graph] + [n.graph for n in graph.nested_graphs(graph.namespace)
+                        if (n.graph.namespace or n.inherited or "").startswith(ONNX_FAMILY)]
+    for g in graphs:
+        for op in list(g):
+            if op.graph is not g or op.namespace is not None:
+                continue
+            unroll = _UNROLL.get(op.type)
+            if unroll is None:
+                continue
+            why = unroll(g, op)
+            if why:
+                report.left.append(f"{op.type} {op.path}: {why}")
+            else:
+                report.converted[op.type] = report.converted.get(op.type, 0) + 1
+    return report
+
+
+def _replace_outputs(g: Graph, op: Op, new: dict[str, OutputPort]) -> None:
+    """Readers of ``op``'s outputs read ``new[name]``; the new producers keep the ONNX value names; ``op`` goes."""
+    recorded = (op.meta or {}).get("outputs") or {}
+    for q in op.output_ports:
+        port = new.get(q.name)
+        if port is None:
+            continue
+        if q.consumers:
+            g.replace_all_uses(q, port)
+        name = recorded.get(q.name)
+        producer = port.op
+        if name and producer is not None:
+            meta = dict(producer.meta or {})
+            meta["outputs"] = {**(meta.get("outputs") or {}), port.name: name}
+            producer.meta = meta
+    g.remove_op(op, rewire={q.name: None for q in op.output_ports})
+
+
+# --------------------------------------------------------------------------- GRU
+
+
+def _gru(g: Graph, op: Op) -> str | None:
+    ports = {p.name: p.source for p in op.input_ports}
+    x_t = _shape(ports.get("X"))
+    if x_t is None or len(x_t[1]) != 3:
+        return "the shape of X is not known"
+    elem, xdims = x_t
+    if elem not in _FLOATS:
+        return f"element type {elem}"
+    layout = int(op.attrs.get("layout", 0) or 0)
+    seq, batch, size = (xdims[1], xdims[0], xdims[2]) if layout == 1 else xdims
+    hidden = op.attrs.get("hidden_size")
+    w_t, r_t = _shape(ports.get("W")), _shape(ports.get("R"))
+    if w_t is None or r_t is None:
+        return "the shapes of W and R are not known"
+    dirs = w_t[1][0]
+    hidden = int(hidden) if hidden is not None else r_t[1][-1]
+    direction = op.attrs.get("direction", "forward")
+    direction = direction.decode() if isinstance(direction, bytes) else str(direction)
+    if direction not in ("forward", "reverse", "bidirectional") or dirs != (2 if direction == "bidirectional" else 1):
+        return f"direction {direction} with {dirs} weight sets"
+    if w_t[1] != [dirs, 3 * hidden, size] or r_t[1] != [dirs, 3 * hidden, hidden]:
+        return "W or R has an unexpected shape"
+    acts = op.attrs.get("activations")
+    if acts is not None:
+        names = [a.decode() if isinstance(a, bytes) else str(a) for a in acts]
+        if [a.lower() for a in names] != ["sigmoid", "tanh"] * dirs:
+            return f"activations {names}"
+    if op.attrs.get("clip") is not None:
+        return "clip"
+    seq_lens = ports.get("sequence_lens")
+    if seq_lens is not None:
+        lens = _constant(seq_lens)
+        if lens is None or lens.shape != (batch,) or not np.all(lens == seq):
+            return "sequence_lens is not a constant equal to the sequence length"
+    if seq < 1:
+        return "an empty sequence"
+    lbr = int(op.attrs.get("linear_before_reset", 0) or 0)
+    b, h0 = ports.get("B"), ports.get("initial_h")
+    if b is not None and _shape(b) != (elem, [dirs, 6 * hidden]):
+        return "B's shape is not known"
+    if h0 is not None and _shape(h0) != (elem, [batch, dirs, hidden] if layout == 1 else [dirs, batch, hidden]):
+        return "initial_h's shape is not known"
+
+    w = _Writer(g, op.name)
+    H = hidden
+    x = ports["X"]
+    assert x is not None
+    if layout == 1:
+        x = w.transpose(x, [1, 0, 2], elem, [seq, batch, size])
+        if h0 is not None:
+            h0 = w.transpose(h0, [1, 0, 2], elem, [dirs, batch, hidden])
+    steps = [w.gather(x, t, elem, [batch, size]) for t in range(seq)]
+    ys, yhs = [], []
+    for d in range(dirs):
+        wd = w.gather(ports["W"], d, elem, [3 * H, size])  # type: ignore[arg-type]
+        rd = w.gather(ports["R"], d, elem, [3 * H, H])  # type: ignore[arg-type]
+        w_zr, w_h = w.split(w.transpose(wd, [1, 0], elem, [size, 3 * H]), [2 * H, H], 1, elem, [size, 3 * H])
+        r_zr, r_h = w.split(w.transpose(rd, [1, 0], elem, [H, 3 * H]), [2 * H, H], 1, elem, [H, 3 * H])
+        bias_zr = wb_h = rb_h = None
+        if b is not None:
+            bd = w.gather(b, d, elem, [6 * H])
+            wb_zr, wb_h, rb_zr, rb_h = w.split(bd, [2 * H, H, 2 * H, H], 0, elem, [6 * H])
+            bias_zr = w.binary("Add", wb_zr, rb_zr, elem, [2 * H])
+        if h0 is not None:
+            state = w.gather(h0, d, elem, [batch, H])
+        else:
+            state = w.const(np.zeros((batch, H), dtype=_FLOATS[elem]))
+        one = w.const(np.ones((), dtype=_FLOATS[elem]))
+        reverse = direction == "reverse" or d == 1
+        order = list(range(seq - 1, -1, -1)) if reverse else list(range(seq))
+        outs: dict[int, OutputPort] = {}
+        bh, b2 = [batch, H], [batch, 2 * H]
+        for t in order:
+            xt = steps[t]
+            gates = w.binary("Add", w.matmul(xt, w_zr, elem, b2), w.matmul(state, r_zr, elem, b2), elem, b2)
+            if bias_zr is not None:
+                gates = w.binary("Add", gates, bias_zr, elem, b2)
+            z_pre, r_pre = w.split(gates, [H, H], 1, elem, b2)
+            z, r = w.unary("Sigmoid", z_pre, elem, bh), w.unary("Sigmoid", r_pre, elem, bh)
+            xh = w.matmul(xt, w_h, elem, bh)
+            if lbr:
+                hr = w.matmul(state, r_h, elem, bh)
+                if rb_h is not None:
+                    hr = w.binary("Add", hr, rb_h, elem, bh)
+                pre = w.binary("Add", xh, w.binary("Mul", r, hr, elem, bh), elem, bh)
+                if wb_h is not None:
+                    pre = w.binary("Add", pre, wb_h, elem, bh)
+            else:
+                pre = w.binary("Add", xh, w.matmul(w.binary("Mul", r, state, elem, bh), r_h, elem, bh), elem, bh)
+                if wb_h is not None:
+                    pre = w.binary("Add", w.binary("Add", pre, wb_h, elem, bh), rb_h, elem, bh)  # type: ignore
+            cand = w.unary("Tanh", pre, elem, bh)
+            state = w.binary("Add", w.binary("Mul", w.binary("Sub", one, z, elem, bh), cand, elem, bh),
+                             w.binary("Mul", z, state, elem, bh), elem, bh)
+            outs[t] = state
+        ys.append(w.concat([w.unsqueeze(w.unsqueeze(outs[t], 0, elem, [1, batch, H]), 1, elem, [1, 1, batch, H])
+                            for t in range(seq)], 0, elem, [seq, 1, batch, H]))
+        yhs.append(w.unsqueeze(state, 0, elem, [1, batch, H]))
+    y = w.concat(ys, 1, elem, [seq, dirs, batch, H])
+    y_h = w.concat(yhs, 0, elem, [dirs, batch, H])
+    if layout == 1:
+        y = w.transpose(y, [2, 0, 1, 3], elem, [batch, seq, dirs, H])
+        y_h = w.transpose(y_h, [1, 0, 2], elem, [batch, dirs, H])
+    _replace_outputs(g, op, {"Y": _identity(w, y, elem), "Y_h": _identity(w, y_h, elem)})
+    return None
+
+
+def _identity(w: _Writer, x: OutputPort, elem: str) -> OutputPort:
+    """An op of its own for an output (so its ONNX name is recorded on a producer no other output shares)."""
+    dims = _shape(x)
+    return w.unary("Identity", x, elem, dims[1] if dims else [])
+
+
+_UNROLL = {"GRU": _gru}
