@@ -1324,6 +1324,48 @@ def onnx_tfidf_plan(attrs: Any, length: Any) -> dict[str, Any] | None:
 
 __all__ += ["onnx_tfidf_plan"]
 
+
+def onnx_label_encoder(attrs: Any) -> dict[str, Any] | None:
+    """An ONNX-ML LabelEncoder's map as arrays: ``keys`` [K] and ``values`` [K] (from ``keys_*``/``values_*`` or
+    the tensor attributes), ``default`` (a 0-d array of the values' type: ``default_*``, else -1, "_Unused" or
+    -0.0), ``kind`` ('string', 'int64', 'float32', ... of the keys).  None when the keys repeat or hold NaN (a
+    lookup by equality could not tell them apart) or the lengths differ."""
+    get = attrs.get
+
+    def pick(prefix: str) -> np.ndarray | None:
+        for suffix, dtype in (("strings", object), ("int64s", np.int64), ("floats", np.float32)):
+            v = get(f"{prefix}_{suffix}")
+            if v is not None and len(v):
+                if dtype is object:
+                    return np.asarray([w if isinstance(w, bytes) else str(w).encode() for w in v], object)
+                return np.asarray(v, dtype)
+        t = get(f"{prefix}_tensor")
+        return None if t is None else np.asarray(t).reshape(-1)
+
+    keys, values = pick("keys"), pick("values")
+    if keys is None or values is None or len(keys) != len(values) or not len(keys):
+        return None
+    if len(set(keys.tolist())) != len(keys) or (keys.dtype.kind == "f" and bool(np.isnan(keys).any())):
+        return None
+    if values.dtype == object:
+        values = np.asarray([w if isinstance(w, bytes) else str(w).encode() for w in values], object)
+    d = get("default_tensor")
+    if d is not None:
+        default = np.asarray(d).reshape(-1)[0]
+    elif values.dtype == object:
+        default = get("default_string") if get("default_string") is not None else b"_Unused"
+        default = default if isinstance(default, bytes) else str(default).encode()
+    elif values.dtype.kind == "f":
+        default = get("default_float") if get("default_float") is not None else -0.0
+    else:
+        default = get("default_int64") if get("default_int64") is not None else -1
+    kind = "string" if keys.dtype == object else keys.dtype.name
+    return {"keys": keys, "values": values, "default": np.asarray(default, values.dtype).reshape(()), "kind": kind,
+            "value_kind": "string" if values.dtype == object else values.dtype.name}
+
+
+__all__ += ["onnx_label_encoder"]
+
 # --------------------------------------------------------------------------- end of ONNX -> TensorFlow conversions
 
 

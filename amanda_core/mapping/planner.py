@@ -312,8 +312,9 @@ def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry:
     ONNX -> torch rules need the rank of).
 
     With ``foreign``, ops in a namespace nobody registers (a custom ONNX domain such as
-    ``amanda/onnx/com.microsoft/1``) are first converted into the graph's namespace by the shortest chain of tables
-    that reads theirs, or, when no chain leads there, into the target after the main chain.
+    ``amanda/onnx/com.microsoft/1``) or in another family than the graph's (``amanda/onnx/ai.onnx.ml/3``) are
+    first converted into the graph's namespace by the shortest chain of tables that reads theirs, or, when no chain
+    leads there, into the target after the main chain.
 
     The input graph is left as it was unless ``copy`` is false.  Raises :class:`ConversionError` listing every
     unconverted op type unless ``allow_partial``.
@@ -410,7 +411,8 @@ def _ahead_steps(source: str, target: str, tables: Sequence[MappingTable]) -> li
 
 def _foreign_steps(graph: Graph, source: str, target: str, tables: Sequence[MappingTable],
                    registry: NamespaceRegistry) -> tuple[list[Step], list[Step]]:
-    """One table for the ops of ``graph`` in each namespace nobody registered: one that reads it and writes
+    """One table for the ops of ``graph`` in each namespace nobody registered, or registered in another family than
+    ``source``'s (an ONNX domain beside the main one, ``amanda/onnx/ai.onnx.ml/3``): one that reads it and writes
     ``source`` (applied first, so the main chain carries its results on), else one that writes ``target`` (applied
     last); among several, :func:`order_tables` decides.  A detour through another family is never taken.
     Namespaces no table reads this way are left alone (reported as unconverted as before)."""
@@ -418,7 +420,8 @@ def _foreign_steps(graph: Graph, source: str, target: str, tables: Sequence[Mapp
     for g, inherited in graphs_in(graph, None):
         for op in g:
             ns = op_namespace(op, inherited)
-            if ns is not None and ns != source and ns not in found and ns not in registry:
+            if ns is not None and ns != source and ns not in found and (ns not in registry
+                                                                         or not _same_family(ns, source)):
                 found.add(ns)
     before: list[Step] = []
     after: list[Step] = []

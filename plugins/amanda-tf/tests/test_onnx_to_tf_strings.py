@@ -121,3 +121,66 @@ def test_tfidf_against_reference(bench: Any, mode: str, weights: Any, kind: str)
     for x in (words, words[0]):
         case = _reference_case(bench, node, {"x": x}, [helper.make_tensor_value_info("x", elem, list(x.shape))])
         assert bench.attempt(case) == ("pass", ""), (mode, kind, x.shape)
+
+
+ML_CASES = ["test_ai_onnx_ml_array_feature_extractor", "test_ai_onnx_ml_binarizer",
+            "test_ai_onnx_ml_label_encoder_string_int", "test_ai_onnx_ml_label_encoder_string_int_no_default",
+            "test_ai_onnx_ml_label_encoder_tensor_mapping", "test_ai_onnx_ml_label_encoder_tensor_value_only_mapping"]
+"""ONNX-ML ops: their namespace (``amanda/onnx/ai.onnx.ml/N``) is converted by ``onnx_ml_to_tf.yaml`` after the
+main chain."""
+
+
+def test_onnx_ml_node_cases(bench: Any) -> None:
+    found = bench.load_cases(ML_CASES)
+    assert sorted(c.name for c in found) == sorted(ML_CASES)
+    for case in found:
+        outcome, detail = bench.attempt(case)
+        assert outcome == "pass", (case.name, outcome, detail)
+
+
+def _ml_case(bench: Any, node: Any, inputs: dict[str, Any], in_types: list[Any]) -> Any:
+    import onnx
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
+
+    graph = helper.make_graph([node], "g", in_types, [helper.make_value_info(n, onnx.TypeProto()) for n in node.output])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("ai.onnx.ml", 4)])
+    model = onnx.shape_inference.infer_shapes(model)
+    expected = [e.astype(object) if e.dtype.kind == "U" else e for e in ReferenceEvaluator(model).run(None, inputs)]
+
+    class Case:
+        name = node.op_type
+        rtol, atol = 0.0, 0.0
+
+    Case.model = model
+    Case.data_sets = [(list(inputs.values()), expected)]
+    return Case
+
+
+def test_onnx_ml_against_reference(bench: Any) -> None:
+    """LabelEncoder from floats to strings (a -0.0 key, the default string) and from ints to floats, Binarizer on
+    float64 with NaN, ArrayFeatureExtractor with negative indices on a 3-D input, as the reference computes them;
+    repeated keys are refused."""
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    vi = helper.make_tensor_value_info
+    floats = np.array([[0.5, -0.0, 2.0], [7.0, 0.5, np.nan]], np.float32)
+    node = helper.make_node("LabelEncoder", ["x"], ["y"], domain="ai.onnx.ml", keys_floats=[0.5, 0.0, 2.0],
+                            values_strings=["half", "zero", "two"], default_string="other")
+    assert bench.attempt(_ml_case(bench, node, {"x": floats}, [vi("x", TensorProto.FLOAT, [2, 3])])) == ("pass", "")
+    ints = np.array([3, -1, 4, 10], np.int64)
+    node = helper.make_node("LabelEncoder", ["x"], ["y"], domain="ai.onnx.ml", keys_int64s=[3, 4, -1],
+                            values_floats=[0.25, 1.5, -2.0])
+    assert bench.attempt(_ml_case(bench, node, {"x": ints}, [vi("x", TensorProto.INT64, [4])])) == ("pass", "")
+    node = helper.make_node("Binarizer", ["x"], ["y"], domain="ai.onnx.ml", threshold=0.5)
+    x64 = np.array([0.5, 0.5000001, np.nan, -3.0], np.float64)
+    assert bench.attempt(_ml_case(bench, node, {"x": x64}, [vi("x", TensorProto.DOUBLE, [4])])) == ("pass", "")
+    node = helper.make_node("ArrayFeatureExtractor", ["x", "i"], ["z"], domain="ai.onnx.ml")
+    data = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    case = _ml_case(bench, node, {"x": data, "i": np.array([[-1, 0, 2]], np.int64)},
+                    [vi("x", TensorProto.FLOAT, [2, 3, 4]), vi("i", TensorProto.INT64, [1, 3])])
+    assert bench.attempt(case) == ("pass", "")
+    node = helper.make_node("LabelEncoder", ["x"], ["y"], domain="ai.onnx.ml", keys_int64s=[3, 3],
+                            values_int64s=[1, 2])
+    assert bench.attempt(_ml_case(bench, node, {"x": ints}, [vi("x", TensorProto.INT64, [4])]))[0] == "refused"
