@@ -109,6 +109,12 @@ def _unroll(graph: Any) -> str:
     return unroll_onnx(graph).summary()
 
 
+def _resize_symmetric(graph: Any) -> str:
+    from .onnx_resize import resize_symmetric_to_torch
+
+    return resize_symmetric_to_torch(graph)
+
+
 def _control_to_torch(graph: Any) -> str:
     from .control_onnx import onnx_control_to_torch
 
@@ -129,6 +135,10 @@ def amanda_graph_passes() -> list[GraphPass]:
             GraphPass(name="onnx-unroll", tables=("onnx-to-torch",), run=_unroll, before=True,
                       description="GRU over a sequence of a length known at conversion, as straight-line "
                                   "ONNX ops per step"),
+            GraphPass(name="onnx-resize-symmetric-to-torch", tables=("onnx-to-torch",), run=_resize_symmetric,
+                      before=True,
+                      description="Resize-19 in half_pixel_symmetric linear or cubic mode read as the opset-18 op, "
+                                  "whose onnx-to-torch rules compute that mode"),
             GraphPass(name="onnx-control-to-torch", tables=("onnx-to-torch",), run=_control_to_torch, before=True,
                       description="ONNX If/Loop as prim::If/prim::Loop, outer values as captured inputs"),
             GraphPass(name="torch-onnx-fold", tables=("torch-to-onnx",), run=_fold,

@@ -124,6 +124,9 @@ CONVERTS = [
     # recurrences of a static length unrolled before the table (GRU, linear_before_reset = 0)
     "test_gru_defaults", "test_gru_with_initial_bias", "test_gru_seq_length", "test_gru_reverse",
     "test_gru_bidirectional", "test_gru_batchwise",
+    # Resize-19's half_pixel_symmetric mode through the opset-18 rules
+    "test_resize_downsample_scales_linear_half_pixel_symmetric",
+    "test_resize_upsample_scales_linear_half_pixel_symmetric",
 ]
 """Cases the tables convert (each must convert and pass)."""
 
