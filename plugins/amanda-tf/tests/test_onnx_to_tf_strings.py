@@ -184,3 +184,20 @@ def test_onnx_ml_against_reference(bench: Any) -> None:
     node = helper.make_node("LabelEncoder", ["x"], ["y"], domain="ai.onnx.ml", keys_int64s=[3, 3],
                             values_int64s=[1, 2])
     assert bench.attempt(_ml_case(bench, node, {"x": ints}, [vi("x", TensorProto.INT64, [4])]))[0] == "refused"
+
+
+@pytest.mark.parametrize("delimiter", [None, ","])
+def test_string_split_on_unicode_whitespace_against_reference(bench: Any, delimiter: Any) -> None:
+    """StringSplit on whitespace splits on every character Python counts as whitespace (the reference's
+    ``str.split``), not only TF's six ASCII ones: no-break and ideographic spaces, line and paragraph separators,
+    U+1C-1F; runs and leading and trailing whitespace give no empty pieces.  With a delimiter nothing else splits."""
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    texts = np.array(["a\u00a0b c", "\u3000lead\u2003trail\u2029", "x\x1cy\x1f z\u0085w", "one", "",
+                      "p,\u00a0q,,r"], dtype=object)
+    attrs = {} if delimiter is None else {"delimiter": delimiter}
+    node = helper.make_node("StringSplit", ["x"], ["y", "n"], **attrs)
+    case = _reference_case(bench, node, {"x": texts}, [helper.make_tensor_value_info("x", TensorProto.STRING, [6])],
+                           opset=20)
+    assert bench.attempt(case) == ("pass", "")
