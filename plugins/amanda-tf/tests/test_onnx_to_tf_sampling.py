@@ -22,10 +22,12 @@ CASES = ["test_resize_downsample_scales_cubic_A_n0p5_exclude_outside", "test_res
           "test_resize_downsample_sizes_nearest_not_smaller", "test_resize_upsample_scales_linear_half_pixel_symmetric",
           "test_gridsample_bicubic_align_corners_1_additional_1", "test_gridsample_reflection_padding",
           "test_gridsample_volumetric_bilinear_align_corners_0", "test_affine_grid_3d_align_corners",
-          "test_col2im", "test_col2im_5d"]
+          "test_col2im", "test_col2im_5d", "test_resize_tf_crop_and_resize_axes_3_2",
+         "test_resize_tf_crop_and_resize_extrapolation_value"]
 """Node cases that convert and pass (test_col2im: two block shapes fit its shapes, the run-time one picks)."""
 
-REFUSED = ["test_resize_downsample_scales_cubic_antialias", "test_resize_tf_crop_and_resize_axes_2_3"]
+REFUSED = ["test_resize_downsample_scales_cubic_antialias", "test_resize_downsample_scales_linear_antialias"]
+"""Antialias with run-time scales (the filter's width depends on the value): refused."""
 
 
 @pytest.mark.parametrize("name", CASES + REFUSED)
@@ -89,3 +91,18 @@ def test_resize_runtime_scales(bench: Any) -> None:
             node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode=mode,
                                     coordinate_transformation_mode=ctm, name=f"resize_{mode}_{ctm}", **extra)
             _check(bench, node, {"x": x, "scales": scales}, [1, 1, 6, 4], 18)
+
+
+def test_resize_crop_run_time_roi(bench: Any) -> None:
+    """tf_crop_and_resize with a run-time region reaching outside the input (extrapolated), every mode."""
+    import numpy as np
+    from onnx import helper
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 1, 5, 7)).astype(np.float32)
+    roi = np.array([0, 0, -0.2, 0.1, 1, 1, 0.9, 1.3], np.float32)
+    sizes = np.array([1, 1, 4, 9], np.int64)
+    for mode in ("nearest", "linear", "cubic"):
+        node = helper.make_node("Resize", ["x", "roi", "", "sizes"], ["y"], mode=mode, extrapolation_value=-7.5,
+                                coordinate_transformation_mode="tf_crop_and_resize", name=f"resize_crop_{mode}")
+        _check(bench, node, {"x": x, "roi": roi, "sizes": sizes}, [1, 1, 4, 9], 18)
