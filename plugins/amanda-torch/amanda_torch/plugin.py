@@ -133,8 +133,8 @@ def amanda_graph_passes() -> list[GraphPass]:
                       description="torch.cond and TorchScript If/Loop as ONNX If/Loop, their branches reading "
                                   "outer values by name"),
             GraphPass(name="onnx-unroll", tables=("onnx-to-torch",), run=_unroll, before=True,
-                      description="GRU over a sequence of a length known at conversion, as straight-line "
-                                  "ONNX ops per step"),
+                      description="GRU and Scan over a sequence of a length known at conversion, as "
+                                  "straight-line ONNX ops per step"),
             GraphPass(name="onnx-resize-symmetric-to-torch", tables=("onnx-to-torch",), run=_resize_symmetric,
                       before=True,
                       description="Resize-19 in half_pixel_symmetric linear or cubic mode read as the opset-18 op, "

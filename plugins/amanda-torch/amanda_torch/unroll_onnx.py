@@ -9,8 +9,14 @@ a graph pass (``onnx-unroll``, run before the ``onnx-to-torch`` table) that writ
   (``z, r = sigmoid(x W_zr^T + H R_zr^T + Wb_zr + Rb_zr)``, ``h = tanh(x W_h^T + (r * H) R_h^T + Wb_h + Rb_h)``, or
   ``tanh(x W_h^T + r * (H R_h^T + Rb_h) + Wb_h)`` with ``linear_before_reset = 1``, ``H = (1 - z) * h + z * H``),
   the reverse direction over the flipped sequence with its outputs put back in input order.
+* **Scan** (opset 9 and later): one copy of the body per step, its state inputs fed by the previous copy's state
+  outputs, its scan inputs by the step's slice (``Gather`` at the step's index along ``scan_input_axes``, from the
+  end for a reverse direction), the values it reads from outer graphs by name fed by their producers; each scan
+  output is the steps' outputs unsqueezed and concatenated along ``scan_output_axes`` (in reverse order for a
+  reverse direction).  The copied ops are ONNX ops the table converts as any other.
 
-A recurrence whose length is not a constant of the graph (an input's symbolic dimension), a ``sequence_lens``
+A recurrence whose length is not a constant of the graph (an input's symbolic dimension), a body holding control
+flow, a ``sequence_lens``
 that is not a constant equal to that length everywhere, activations other than the defaults, ``clip``, or an
 element type other than float32/float64 is left as it is (the table then reports the op as unconverted), with the
 reason in the pass's summary.
@@ -69,6 +75,24 @@ def _constant(port: OutputPort | None) -> Any:
     return value if isinstance(value, np.ndarray) else None
 
 
+def _dtype(elem: str | None, dims: Sequence[Any] | None) -> str | None:
+    """``tensor(<elem>)[dims]`` (a dim may be a symbolic name); None when the element type is not known."""
+    if elem is None or dims is None:
+        return None
+    return f"tensor({elem})[{','.join(str(d) for d in dims)}]"
+
+
+def _dims(port: OutputPort | None) -> tuple[str, list[Any]] | None:
+    """Element type and dims (ints, or the names of symbolic ones) of a port's ONNX tensor type."""
+    if port is None or port.dtype is None:
+        return None
+    m = _TENSOR.match(str(port.dtype))
+    if m is None:
+        return None
+    dims = [d.strip() for d in m.group(2).split(",")] if m.group(2).strip() else []
+    return m.group(1), [int(d) if re.fullmatch(r"\d+", d) else d for d in dims]
+
+
 class _Writer:
     """Adds ONNX ops to a graph, each output typed ``tensor(<elem>)[dims]``."""
 
@@ -79,7 +103,7 @@ class _Writer:
            **attributes: Any) -> list[OutputPort]:
         o = self.g.add_op(type_, self.g.unique_name(f"{self.base}_{type_.lower()}"),
                           inputs=[n for n, _ in inputs],
-                          outputs=[(n, f"tensor({e})[{','.join(str(d) for d in dims)}]") for n, e, dims in outputs],
+                          outputs=[(n, _dtype(e, dims)) for n, e, dims in outputs],
                           attrs=dict(attributes) or None, sources=[p for _, p in inputs])
         return list(o.output_ports)
 
@@ -284,10 +308,120 @@ def _gru(g: Graph, op: Op) -> str | None:
     return None
 
 
-def _identity(w: _Writer, x: OutputPort, elem: str) -> OutputPort:
+def _identity(w: _Writer, x: OutputPort, elem: str | None) -> OutputPort:
     """An op of its own for an output (so its ONNX name is recorded on a producer no other output shares)."""
-    dims = _shape(x)
-    return w.unary("Identity", x, elem, dims[1] if dims else [])
+    typed = _dims(x)
+    return w.one("Identity", [x], elem, typed[1] if typed else None, ["input"], "output")  # type: ignore[arg-type]
 
 
-_UNROLL = {"GRU": _gru}
+# --------------------------------------------------------------------------- Scan
+
+
+def _ints(value: Any, n: int, default: int) -> list[int]:
+    return [default] * n if value is None else [int(v) for v in value]
+
+
+def _scan(g: Graph, op: Op) -> str | None:
+    from .control_onnx import _scope_names
+
+    body = op.attrs.get("body")
+    if not isinstance(body, Graph):
+        return "its body is not a graph"
+    m = int(op.attrs.get("num_scan_inputs", 0))
+    ins = [p.source for p in op.input_ports]
+    if any(p is None for p in ins) or m < 1 or m > len(ins):
+        return "its inputs do not fit num_scan_inputs"
+    n = len(ins) - m
+    k = len(op.output_ports) - n
+    if len(body.input_ports) != n + m or len(body.output_ports) != n + k or k < 0:
+        return "its body's ports do not fit its inputs and outputs"
+    for inner in body:
+        if any(isinstance(v, Graph) for v in inner.attrs.values()):
+            return "its body holds control flow"
+    in_axes = _ints(op.attrs.get("scan_input_axes"), m, 0)
+    in_dirs = _ints(op.attrs.get("scan_input_directions"), m, 0)
+    out_axes = _ints(op.attrs.get("scan_output_axes"), k, 0)
+    out_dirs = _ints(op.attrs.get("scan_output_directions"), k, 0)
+    scans = ins[n:]
+    shapes = [_dims(p) for p in scans]
+    if any(s is None for s in shapes):
+        return "the types of its scan inputs are not known"
+    axes, length = [], None
+    for (_, dims), a in zip(shapes, in_axes):  # type: ignore[misc]
+        a = a + len(dims) if a < 0 else a
+        if not 0 <= a < len(dims) or not isinstance(dims[a], int):
+            return "the sequence length is not known at conversion"
+        if length is not None and dims[a] != length:
+            return "its scan inputs differ in length"
+        length = dims[a]
+        axes.append(a)
+    assert length is not None
+    if length < 1 or (k and length < 1):
+        return "an empty sequence"
+    names = _scope_names(g, {})
+    outer = {}
+    for inner in body:
+        if inner.type == "OuterValue" and inner.namespace is None:
+            name = inner.attrs.get("name")
+            if name not in names:
+                return f"no enclosing graph produces {name}"
+            outer[id(inner.output_ports[0])] = names[name]
+    w = _Writer(g, op.name)
+    state = list(ins[:n])
+    collected: list[list[OutputPort]] = [[] for _ in range(k)]
+    order = body.topological_order()
+    for t in range(length):
+        feeds = list(state)
+        for p, (elem, dims), a, d in zip(scans, shapes, axes, in_dirs):  # type: ignore[misc]
+            feeds.append(w.gather(p, length - 1 - t if d else t, elem, dims[:a] + dims[a + 1:], axis=a))
+        outs = _inline(g, body, order, feeds, outer, f"{op.name}_step{t}")
+        state = outs[:n]
+        for j in range(k):
+            collected[j].append(outs[n + j])
+    new: dict[str, OutputPort] = {}
+    for i, q in enumerate(op.output_ports[:n]):
+        new[q.name] = _identity(w, state[i], _elem(state[i]))
+    for j, q in enumerate(op.output_ports[n:]):
+        steps = collected[j][::-1] if out_dirs[j] else collected[j]
+        typed = _dims(steps[0])
+        elem, dims = typed if typed is not None else (None, None)
+        rank = (len(dims) if dims is not None else None)
+        a = out_axes[j]
+        if a < 0:
+            if rank is None:
+                return "the rank of a scan output is not known"
+            a += rank + 1
+        ex = None if dims is None else dims[:a] + [1] + dims[a:]
+        full = None if dims is None else dims[:a] + [length] + dims[a:]
+        parts = [w.one("Unsqueeze", [y, w.const(np.array([a], dtype=np.int64))], elem, ex,  # type: ignore[arg-type]
+                       ["data", "axes"], "expanded") for y in steps]
+        new[q.name] = _identity(w, w.concat(parts, a, elem, full), elem)  # type: ignore[arg-type]
+    _replace_outputs(g, op, new)
+    return None
+
+
+def _elem(port: OutputPort) -> str | None:
+    typed = _dims(port)
+    return typed[0] if typed else None
+
+
+def _inline(g: Graph, body: Graph, order: Sequence[Op], feeds: Sequence[OutputPort],
+            outer: dict[int, OutputPort], base: str) -> list[OutputPort]:
+    """One copy of ``body``'s ops in ``g``, its inputs fed by ``feeds``; returns what feeds its outputs."""
+    mapping: dict[int, OutputPort] = {id(p): f for p, f in zip(body.input_ports, feeds)}
+    mapping.update(outer)
+    for inner in order:
+        if inner.type == "OuterValue" and inner.namespace is None:
+            continue
+        sources = [None if p.source is None else mapping[id(p.source)] for p in inner.input_ports]
+        copy = g.add_op(inner.type, g.unique_name(f"{base}_{inner.name}"), namespace=inner.namespace,
+                        inputs=[p.name for p in inner.input_ports],
+                        outputs=[(q.name, q.dtype) for q in inner.output_ports],
+                        attrs=dict(inner.attrs) or None, sources=sources)
+        copy.meta = {key: v for key, v in (inner.meta or {}).items() if key != "outputs"}
+        for q, c in zip(inner.output_ports, copy.output_ports):
+            mapping[id(q)] = c
+    return [mapping[id(go.source)] for go in body.output_ports]  # type: ignore[arg-type]
+
+
+_UNROLL = {"GRU": _gru, "Scan": _scan}

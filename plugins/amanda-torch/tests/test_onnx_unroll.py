@@ -122,3 +122,56 @@ def test_gru_not_static_is_refused(bench: Any, tables: list[Any], kwargs: dict[s
     case = SimpleNamespace(model=model, data_sets=[], rtol=1e-4, atol=1e-5)
     outcome, why, _ = bench.amanda_case(case, tables, registry().namespaces)
     assert (outcome, why) == ("refused", "GRU")
+
+
+def _scan(seq: int | str = 4, reverse_in: int = 1, out_axis: int = 1,
+          reverse_out: int = 1) -> tuple[Any, dict[str, np.ndarray]]:
+    """A Scan (opset 16) summing rows into a state, its scan input read backwards along axis 1, its scan output
+    stacked along ``out_axis`` in reverse, the body reading an outer value (a scale) by name."""
+    rng = np.random.default_rng(5)
+    feeds = {"init": rng.standard_normal([3]).astype(np.float32),
+             "xs": rng.standard_normal([3, 4]).astype(np.float32),
+             "scale": rng.standard_normal([3]).astype(np.float32)}
+    body = helper.make_graph(
+        [helper.make_node("Constant", [], ["ax0"], value=helper.make_tensor("c", TensorProto.INT64, [1], [0])),
+         helper.make_node("Add", ["s_in", "x_t"], ["s_out"]),
+         helper.make_node("Mul", ["s_out", "scale"], ["y_pre"]),
+         helper.make_node("Unsqueeze", ["y_pre", "ax0"], ["y_t"])],
+        "body", [helper.make_tensor_value_info("s_in", TensorProto.FLOAT, [3]),
+                 helper.make_tensor_value_info("x_t", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("s_out", TensorProto.FLOAT, [3]),
+         helper.make_tensor_value_info("y_t", TensorProto.FLOAT, [1, 3])])
+    node = helper.make_node("Scan", ["init", "xs"], ["final", "ys"], body=body, num_scan_inputs=1,
+                            scan_input_axes=[1], scan_input_directions=[reverse_in], scan_output_axes=[out_axis],
+                            scan_output_directions=[reverse_out])
+    inputs = [helper.make_tensor_value_info("init", TensorProto.FLOAT, [3]),
+              helper.make_tensor_value_info("xs", TensorProto.FLOAT, [3, seq]),
+              helper.make_tensor_value_info("scale", TensorProto.FLOAT, [3])]
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("final", "ys")]
+    graph = helper.make_graph([node], "scan", inputs, outputs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)]), feeds
+
+
+def _ort_case(model: Any, feeds: dict[str, np.ndarray]) -> Any:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return SimpleNamespace(model=model, data_sets=[(list(feeds.values()), session.run(None, feeds))], rtol=1e-5,
+                           atol=1e-6)
+
+
+@pytest.mark.parametrize("reverse_in,out_axis,reverse_out", [(0, 0, 0), (1, 1, 1), (1, -1, 0), (0, 2, 1)])
+def test_scan_unrolled_matches_onnxruntime(bench: Any, tables: list[Any], reverse_in: int, out_axis: int,
+                                           reverse_out: int) -> None:
+    from amanda_core.plugin.manager import registry
+
+    model, feeds = _scan(reverse_in=reverse_in, out_axis=out_axis, reverse_out=reverse_out)
+    outcome, why, _ = bench.amanda_case(_ort_case(model, feeds), tables, registry().namespaces)
+    assert (outcome, why) == ("passed", "")
+
+
+def test_scan_of_unknown_length_is_refused(bench: Any, tables: list[Any]) -> None:
+    from amanda_core.plugin.manager import registry
+
+    model, _ = _scan(seq="steps")
+    case = SimpleNamespace(model=model, data_sets=[], rtol=1e-5, atol=1e-6)
+    outcome, why, _ = bench.amanda_case(case, tables, registry().namespaces)
+    assert outcome == "refused" and "Scan" in why.split(", "), (outcome, why)
