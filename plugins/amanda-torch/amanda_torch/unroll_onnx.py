@@ -13,7 +13,9 @@ a graph pass (``onnx-unroll``, run before the ``onnx-to-torch`` table) that writ
   outputs, its scan inputs by the step's slice (``Gather`` at the step's index along ``scan_input_axes``, from the
   end for a reverse direction), the values it reads from outer graphs by name fed by their producers; each scan
   output is the steps' outputs unsqueezed and concatenated along ``scan_output_axes`` (in reverse order for a
-  reverse direction).  The copied ops are ONNX ops the table converts as any other.
+  reverse direction).  The copied ops are ONNX ops the table converts as any other.  The length is read from the
+  scan inputs' types, or, where inference left it symbolic, from the ops that fix it (a ``Reshape`` to a shape
+  computed from ``Shape``s of known shapes and constants, a ``Transpose`` of such: LinearAttention's function body).
 
 A recurrence whose length is not a constant of the graph (an input's symbolic dimension), a body holding control
 flow, a ``sequence_lens``
@@ -308,10 +310,16 @@ def _gru(g: Graph, op: Op) -> str | None:
     return None
 
 
-def _identity(w: _Writer, x: OutputPort, elem: str | None) -> OutputPort:
-    """An op of its own for an output (so its ONNX name is recorded on a producer no other output shares)."""
+def _identity(w: _Writer, x: OutputPort, elem: str | None, known: Any = None) -> OutputPort:
+    """An op of its own for an output (so its ONNX name is recorded on a producer no other output shares), typed
+    as computed, else as the replaced output was (``known``)."""
     typed = _dims(x)
-    return w.one("Identity", [x], elem, typed[1] if typed else None, ["input"], "output")  # type: ignore[arg-type]
+    out = w.one("Identity", [x], elem, typed[1] if typed else None, ["input"], "output")  # type: ignore[arg-type]
+    if out.dtype is None and known is not None:
+        out.dtype = known
+    if x.dtype is None and known is not None:
+        x.dtype = known  # the same value
+    return out
 
 
 # --------------------------------------------------------------------------- Scan
@@ -343,7 +351,7 @@ def _scan(g: Graph, op: Op) -> str | None:
     out_axes = _ints(op.attrs.get("scan_output_axes"), k, 0)
     out_dirs = _ints(op.attrs.get("scan_output_directions"), k, 0)
     scans = ins[n:]
-    shapes = [_dims(p) for p in scans]
+    shapes = [_known_dims(p) for p in scans]
     if any(s is None for s in shapes):
         return "the types of its scan inputs are not known"
     axes, length = [], None
@@ -380,7 +388,7 @@ def _scan(g: Graph, op: Op) -> str | None:
             collected[j].append(outs[n + j])
     new: dict[str, OutputPort] = {}
     for i, q in enumerate(op.output_ports[:n]):
-        new[q.name] = _identity(w, state[i], _elem(state[i]))
+        new[q.name] = _identity(w, state[i], _elem(state[i]), q.dtype)
     for j, q in enumerate(op.output_ports[n:]):
         steps = collected[j][::-1] if out_dirs[j] else collected[j]
         typed = _dims(steps[0])
@@ -395,8 +403,79 @@ def _scan(g: Graph, op: Op) -> str | None:
         full = None if dims is None else dims[:a] + [length] + dims[a:]
         parts = [w.one("Unsqueeze", [y, w.const(np.array([a], dtype=np.int64))], elem, ex,  # type: ignore[arg-type]
                        ["data", "axes"], "expanded") for y in steps]
-        new[q.name] = _identity(w, w.concat(parts, a, elem, full), elem)  # type: ignore[arg-type]
+        new[q.name] = _identity(w, w.concat(parts, a, elem, full), elem, q.dtype)  # type: ignore[arg-type]
     _replace_outputs(g, op, new)
+    return None
+
+
+def _known_dims(port: OutputPort | None) -> tuple[str, list[Any]] | None:
+    """``_dims`` of a port, its symbolic dims filled in where the ops producing it fix them (a ``Reshape`` to a
+    shape computed from ``Shape`` of known shapes, a ``Transpose`` of such)."""
+    typed = _dims(port)
+    if port is None or typed is None or all(isinstance(d, int) for d in typed[1]):
+        return typed
+    shape = _static_shape(port, 0)
+    if shape is None or len(shape) != len(typed[1]):
+        return typed
+    return typed[0], [d if isinstance(d, int) else s for d, s in zip(typed[1], shape)]
+
+
+def _static_shape(port: OutputPort | None, depth: int) -> list[int] | None:
+    typed = _dims(port)
+    if typed is not None and all(isinstance(d, int) for d in typed[1]):
+        return typed[1]
+    op = port.op if port is not None else None
+    if op is None or op.namespace is not None or depth > 16:
+        return None
+    src = [p.source for p in op.input_ports]
+    if op.type in ("Cast", "CastLike", "Identity", "Neg", "Relu", "Sigmoid", "Tanh", "Exp", "Sqrt") and src:
+        return _static_shape(src[0], depth + 1)
+    if op.type == "Transpose" and src:
+        shape = _static_shape(src[0], depth + 1)
+        perm = op.attrs.get("perm")
+        if shape is None:
+            return None
+        perm = list(range(len(shape)))[::-1] if perm is None else [int(p) for p in perm]
+        return [shape[p] for p in perm] if sorted(perm) == list(range(len(shape))) else None
+    if op.type == "Reshape" and len(src) >= 2:
+        shape, target = _static_shape(src[0], depth + 1), _static_value(src[1], depth + 1)
+        if shape is None or target is None or target.ndim != 1 or op.attrs.get("allowzero"):
+            return None
+        dims = [shape[i] if int(v) == 0 and i < len(shape) else int(v) for i, v in enumerate(target)]
+        total = int(np.prod(shape))
+        if dims.count(-1) == 1:
+            rest = int(np.prod([d for d in dims if d != -1]))
+            if rest == 0 or total % rest:
+                return None
+            dims[dims.index(-1)] = total // rest
+        return dims if int(np.prod(dims)) == total and all(d >= 0 for d in dims) else None
+    return None
+
+
+def _static_value(port: OutputPort | None, depth: int) -> Any:
+    """The value of a small integer tensor computed from constants and the shapes of known shapes, or None."""
+    value = _constant(port)
+    if value is not None or port is None or depth > 16:
+        return value
+    op = port.op
+    if op is None or op.namespace is not None:
+        return None
+    src = [p.source for p in op.input_ports]
+    if op.type == "Shape" and src:
+        shape = _static_shape(src[0], depth + 1)
+        if shape is None:
+            return None
+        start, end = op.attrs.get("start", 0) or 0, op.attrs.get("end")
+        return np.array(shape[int(start):(None if end is None else int(end))], dtype=np.int64)
+    vals = [_static_value(p, depth + 1) for p in src]
+    if any(v is None for v in vals) or not vals:
+        return None
+    if op.type == "Concat":
+        return np.concatenate([np.atleast_1d(v) for v in vals], axis=int(op.attrs.get("axis", 0)))
+    if op.type in ("Add", "Sub", "Mul") and len(vals) == 2:
+        return {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}[op.type](vals[0], vals[1])
+    if op.type == "Div" and len(vals) == 2 and vals[0].dtype.kind in "iu" and np.all(vals[1] != 0):
+        return np.trunc(vals[0] / vals[1]).astype(vals[0].dtype)  # ONNX's integer division truncates
     return None
 
 

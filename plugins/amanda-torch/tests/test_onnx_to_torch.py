@@ -35,7 +35,8 @@ MODULES = ["add", "relu", "div", "mod", "pow", "where", "clip", "softmax", "gemm
            "causal_conv_with_state", "reducemax", "reducel1", "unsqueeze", "rnn", "lstm", "gelu", "groupnormalization",
            "swish", "spacetodepth", "isinf", "celu", "dropout", "lrn", "meanvariancenormalization", "eyelike",
            "gridsample", "tensorscatter", "reversesequence", "compress", "convtranspose", "if_", "deformconv",
-           "tfidfvectorizer", "maxunpool", "gru", "scan"]
+           "tfidfvectorizer", "maxunpool", "gru", "scan",
+           "linear_attention"]
 
 CONVERTS = [
     # one op to one op, constant attributes
@@ -124,6 +125,8 @@ CONVERTS = [
     # recurrences of a static length unrolled before the table (GRU, linear_before_reset = 0)
     "test_gru_defaults", "test_gru_with_initial_bias", "test_gru_seq_length", "test_gru_reverse",
     "test_gru_bidirectional", "test_gru_batchwise", "test_scan9_sum", "test_scan9_multi_state", "test_scan9_scalar",
+    # LinearAttention's function body: a Scan over a length fixed by a Reshape to shapes computed from known shapes
+    "test_linear_attention_linear_expanded", "test_linear_attention_gated_delta_gqa_expanded",
     # Resize-19's half_pixel_symmetric mode through the opset-18 rules
     "test_resize_downsample_scales_linear_half_pixel_symmetric",
     "test_resize_upsample_scales_linear_half_pixel_symmetric",
