@@ -1,5 +1,6 @@
-"""ONNX -> TensorFlow: Resize with run-time scales or aspect-kept sizes, GridSample, AffineGrid and Col2Im
-(``onnx_to_tf_resize_runtime.yaml``, ``onnx_to_tf_gridsample.yaml``, ``onnx_to_tf_sampling.yaml`` and their
+"""ONNX -> TensorFlow: Resize with run-time scales or aspect-kept sizes, GridSample, AffineGrid, Col2Im and Unique
+(``onnx_to_tf_resize_runtime.yaml``, ``onnx_to_tf_gridsample.yaml``, ``onnx_to_tf_sampling.yaml``,
+``onnx_to_tf_unique.yaml`` and their
 ahead-of-the-chain parts) on some node cases, and against onnx's reference evaluator on
 inputs the node cases do not reach (grids far outside [-1, 1], scales whose coordinates differ from out / in).
 The full run is ``.venv/bin/python bench/onnx_node_suite_tf.py -k resize -k gridsample -k affine_grid -k col2im``.
@@ -15,19 +16,20 @@ import pytest
 pytest.importorskip("tensorflow")
 pytest.importorskip("onnx")
 
-MODULES = ["resize", "gridsample", "affinegrid", "col2im"]
+MODULES = ["resize", "gridsample", "affinegrid", "col2im", "unique"]
 """The node-case modules generated for :data:`CASES` (the ``cases`` fixture)."""
 
 CASES = ["test_resize_downsample_scales_cubic_A_n0p5_exclude_outside", "test_resize_upsample_scales_nearest_axes_3_2",
-          "test_resize_downsample_sizes_nearest_not_smaller", "test_resize_upsample_scales_linear_half_pixel_symmetric",
-          "test_gridsample_bicubic_align_corners_1_additional_1", "test_gridsample_reflection_padding",
-          "test_gridsample_volumetric_bilinear_align_corners_0", "test_affine_grid_3d_align_corners",
-          "test_col2im", "test_col2im_5d", "test_resize_tf_crop_and_resize_axes_3_2",
-         "test_resize_tf_crop_and_resize_extrapolation_value"]
+         "test_resize_downsample_sizes_nearest_not_smaller", "test_resize_upsample_scales_linear_half_pixel_symmetric",
+         "test_resize_tf_crop_and_resize_axes_3_2", "test_resize_tf_crop_and_resize_extrapolation_value",
+         "test_gridsample_bicubic_align_corners_1_additional_1", "test_gridsample_reflection_padding",
+         "test_gridsample_volumetric_bilinear_align_corners_0", "test_affine_grid_3d_align_corners",
+         "test_col2im", "test_col2im_5d", "test_unique_not_sorted_without_axis", "test_unique_sorted_without_axis"]
 """Node cases that convert and pass (test_col2im: two block shapes fit its shapes, the run-time one picks)."""
 
-REFUSED = ["test_resize_downsample_scales_cubic_antialias", "test_resize_downsample_scales_linear_antialias"]
-"""Antialias with run-time scales (the filter's width depends on the value): refused."""
+REFUSED = ["test_resize_downsample_scales_cubic_antialias", "test_resize_downsample_scales_linear_antialias",
+           "test_unique_sorted_with_axis"]
+"""Antialias with run-time scales (the filter's width depends on the value), Unique with an axis: refused."""
 
 
 @pytest.mark.parametrize("name", CASES + REFUSED)
@@ -106,3 +108,32 @@ def test_resize_crop_run_time_roi(bench: Any) -> None:
         node = helper.make_node("Resize", ["x", "roi", "", "sizes"], ["y"], mode=mode, extrapolation_value=-7.5,
                                 coordinate_transformation_mode="tf_crop_and_resize", name=f"resize_crop_{mode}")
         _check(bench, node, {"x": x, "roi": roi, "sizes": sizes}, [1, 1, 4, 9], 18)
+
+
+@pytest.mark.parametrize("srt", [1, 0])
+def test_unique_nan_and_signed_zero(bench: Any, srt: int) -> None:
+    """Unique without an axis: NaNs are one value (after every number when sorted), -0 equals 0, as numpy's unique
+    in the reference; all four outputs."""
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    x = np.array([3.0, np.nan, -0.0, 1.5, 0.0, 3.0, np.nan, -2.0, 1.5, -2.0, 7.0, np.nan], np.float32)
+    if srt:  # the reference's sorted = 0 reads a flattened position from the input as it is: 1-D only
+        x = x.reshape(3, 4)
+    node = helper.make_node("Unique", ["x"], ["y", "ix", "inv", "cnt"], sorted=srt)
+    outs = [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)] + [
+        helper.make_tensor_value_info(n, onnx.TensorProto.INT64, None) for n in ("ix", "inv", "cnt")]
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)], outs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    expected = ReferenceEvaluator(model).run(None, {"x": x})
+    assert len(expected[0]) == 6
+
+    class Case:
+        name = f"unique_{srt}"
+        rtol, atol = 0.0, 0.0
+
+    Case.model = onnx.shape_inference.infer_shapes(model)
+    Case.data_sets = [([numpy_helper.from_array(x)], expected)]
+    assert bench.attempt(Case) == ("pass", "")
