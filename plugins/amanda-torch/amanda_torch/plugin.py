@@ -115,6 +115,12 @@ def _resize_symmetric(graph: Any) -> str:
     return resize_symmetric_to_torch(graph)
 
 
+def _expand_functions(graph: Any) -> str:
+    from .onnx_functions import expand_functions
+
+    return expand_functions(graph)
+
+
 def _control_to_torch(graph: Any) -> str:
     from .control_onnx import onnx_control_to_torch
 
@@ -135,6 +141,9 @@ def amanda_graph_passes() -> list[GraphPass]:
             GraphPass(name="onnx-unroll", tables=("onnx-to-torch",), run=_unroll, before=True,
                       description="GRU and Scan over a sequence of a length known at conversion, as "
                                   "straight-line ONNX ops per step"),
+            GraphPass(name="onnx-expand-functions", tables=("onnx-newest-to-torch",), run=_expand_functions,
+                      before=True,
+                      description="LinearAttention (opset 27) as its ONNX function body, ahead of the opset chain"),
             GraphPass(name="onnx-resize-symmetric-to-torch", tables=("onnx-to-torch",), run=_resize_symmetric,
                       before=True,
                       description="Resize-19 in half_pixel_symmetric linear or cubic mode read as the opset-18 op, "

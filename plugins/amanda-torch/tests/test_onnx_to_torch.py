@@ -127,6 +127,9 @@ CONVERTS = [
     "test_gru_bidirectional", "test_gru_batchwise", "test_scan9_sum", "test_scan9_multi_state", "test_scan9_scalar",
     # LinearAttention's function body: a Scan over a length fixed by a Reshape to shapes computed from known shapes
     "test_linear_attention_linear_expanded", "test_linear_attention_gated_delta_gqa_expanded",
+    # LinearAttention (opset 27) expanded into its function body ahead of the chain, then unrolled
+    "test_linear_attention_linear", "test_linear_attention_gated_delta", "test_linear_attention_prefill_with_past",
+    "test_linear_attention_fp16",
     # Resize-19's half_pixel_symmetric mode through the opset-18 rules
     "test_resize_downsample_scales_linear_half_pixel_symmetric",
     "test_resize_upsample_scales_linear_half_pixel_symmetric",

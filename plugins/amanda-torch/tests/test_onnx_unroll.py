@@ -175,3 +175,17 @@ def test_scan_of_unknown_length_is_refused(bench: Any, tables: list[Any]) -> Non
     case = SimpleNamespace(model=model, data_sets=[], rtol=1e-5, atol=1e-6)
     outcome, why, _ = bench.amanda_case(case, tables, registry().namespaces)
     assert outcome == "refused" and "Scan" in why.split(", "), (outcome, why)
+
+
+def test_linear_attention_of_unknown_length_is_refused(bench: Any, tables: list[Any]) -> None:
+    """LinearAttention expands into its function body; with a symbolic sequence length its Scan stays refused."""
+    from amanda_core.plugin.manager import registry
+
+    node = helper.make_node("LinearAttention", ["q", "k", "v"], ["out", "state"], q_num_heads=2, kv_num_heads=2)
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, "seq", 8]) for n in ("q", "k", "v")]
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("out", "state")]
+    model = helper.make_model(helper.make_graph([node], "la", inputs, outputs),
+                              opset_imports=[helper.make_opsetid("", 27)])
+    case = SimpleNamespace(model=model, data_sets=[], rtol=1e-5, atol=1e-6)
+    outcome, why, _ = bench.amanda_case(case, tables, registry().namespaces)
+    assert outcome == "refused" and "Scan" in why.split(", "), (outcome, why)

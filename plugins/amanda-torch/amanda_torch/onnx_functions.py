@@ -1,0 +1,145 @@
+"""Ops newer than opset 18 that ONNX defines by a function body, expanded into that body on the way to torch.
+
+``LinearAttention`` (opset 27) has no torch op and no exact way down the opset chain; ONNX defines it by a function
+(context dependent: built for the node's attributes and input types), a ``Scan`` over the sequence of ordinary ops.
+The pass :func:`expand_functions` runs before ``onnx-newest-to-torch`` (so before the opset chain, which then brings
+the body's ops down to 18) and puts that body in the op's place: onnx builds the function for the node, inlines it
+(``onnx.inliner``), and the resulting ops are imported and spliced between the op's inputs and readers.  The
+``onnx-unroll`` pass then unrolls the ``Scan`` when its length is known at conversion, and the tables convert the
+rest.  An op whose inputs' types are not known, or whose body's value names would collide with the graph's, is left
+as it is (and refused), with the reason in the summary.
+"""
+
+from __future__ import annotations
+
+__all__ = ["expand_functions"]
+
+import copy
+import re
+from typing import Any
+
+from amanda_core import Graph
+from amanda_core.ir.graph import Op
+
+ONNX_FAMILY = "amanda/onnx/"
+EXPAND = ("LinearAttention",)
+_TENSOR = re.compile(r"^tensor\((\w+)\)\[(.*)\]$")
+
+
+def _type_proto(dtype: Any) -> Any:
+    import onnx
+
+    m = _TENSOR.match(str(dtype)) if dtype is not None else None
+    if m is None:
+        return None
+    elem = {"float": 1, "uint8": 2, "int8": 3, "uint16": 4, "int16": 5, "int32": 6, "int64": 7, "bool": 9,
+            "float16": 10, "double": 11, "uint32": 12, "uint64": 13, "bfloat16": 16}.get(m.group(1))
+    if elem is None:
+        return None
+    dims = [d.strip() for d in m.group(2).split(",")] if m.group(2).strip() else []
+    shape = [int(d) if d.isdigit() else d for d in dims]
+    return onnx.helper.make_tensor_type_proto(elem, shape)
+
+
+def expand_functions(graph: Graph) -> str:
+    ns = graph.namespace or ""
+    if not ns.startswith(ONNX_FAMILY):
+        return "not an ONNX graph: nothing to do"
+    try:
+        opset = int(ns[len(ONNX_FAMILY):])
+    except ValueError:
+        return f"opset of {ns} unknown"
+    done, left = 0, []
+    for op in list(graph):
+        if op.type in EXPAND and op.namespace is None:
+            why = _expand(graph, op, opset)
+            if why:
+                left.append(f"{op.type} {op.name}: {why}")
+            else:
+                done += 1
+    return f"{done} expanded into their function bodies" + (f"; left: {'; '.join(left)}" if left else "")
+
+
+def _expand(g: Graph, op: Op, opset: int) -> str | None:
+    import onnx
+    import onnx.inliner
+
+    import amanda_onnx
+    from amanda_onnx.names import names_in_use
+
+    from .control_onnx import _scope_names
+
+    try:
+        schema = onnx.defs.get_schema(op.type, opset, "")
+    except onnx.defs.SchemaError:
+        return "no schema at this opset"
+    if not schema.has_context_dependent_function and not schema.has_function:
+        return "no function body"
+    ins = [(p.name, p.source) for p in op.input_ports]
+    names = [f"in_{i}" if src is not None else "" for i, (_, src) in enumerate(ins)]
+    types = []
+    for (_, src), name in zip(ins, names):
+        if src is None:
+            continue
+        t = _type_proto(src.dtype)
+        if t is None:
+            return "an input's type is not known"
+        types.append(onnx.helper.make_value_info(name, t))
+    while names and names[-1] == "":
+        names.pop()
+    outs = [f"out_{i}" for i in range(len(op.output_ports))]
+    attrs = {k: v for k, v in op.attrs.items() if v is not None}
+    node = onnx.helper.make_node(op.type, names, outs, **attrs)
+    type_of = {vi.name: vi.type for vi in types}
+    if schema.has_context_dependent_function:
+        body = schema.get_context_dependent_function(
+            node.SerializeToString(), [type_of[n].SerializeToString() if n else onnx.TypeProto().SerializeToString()
+                                       for n in names])
+        function = onnx.FunctionProto.FromString(body)
+    else:
+        function = copy.deepcopy(schema.function_body)
+    function.domain, function.name = "amanda.expand", op.type
+    del function.opset_import[:]
+    function.opset_import.extend([onnx.helper.make_opsetid("", opset)])
+    local = onnx.helper.make_node(op.type, names, outs, domain="amanda.expand", **attrs)
+    model = onnx.helper.make_model(
+        onnx.helper.make_graph([local], "expand", types, [onnx.helper.make_value_info(o, onnx.TypeProto())
+                                                          for o in outs]),
+        opset_imports=[onnx.helper.make_opsetid("", opset), onnx.helper.make_opsetid("amanda.expand", 1)],
+        functions=[function])
+    model = onnx.inliner.inline_local_functions(model)
+    sub = amanda_onnx.load_model(model)
+    amanda_onnx.infer_types(sub)
+    taken = names_in_use(g)
+    inner = _scope_names(sub, {})
+    clash = [n for n in inner if n in taken and n not in names]
+    if clash:
+        return f"its body's names {', '.join(clash[:3])} are taken"
+    mapping: dict[int, Any] = {}
+    for gi in sub.input_ports:
+        mapping[id(gi)] = dict(zip(names, [src for _, src in ins]))[gi.name]
+    for inner_op in sub.topological_order():
+        sources = [None if p.source is None else mapping[id(p.source)] for p in inner_op.input_ports]
+        attrs2 = {k: (copy.deepcopy(v) if isinstance(v, Graph) else v) for k, v in inner_op.attrs.items()}
+        new = g.add_op(inner_op.type, g.unique_name(f"{op.name}_{inner_op.name}"), namespace=inner_op.namespace,
+                       inputs=[p.name for p in inner_op.input_ports],
+                       outputs=[(q.name, q.dtype) for q in inner_op.output_ports], attrs=attrs2 or None,
+                       sources=sources)
+        new.meta = dict(inner_op.meta or {})
+        for q, c in zip(inner_op.output_ports, new.output_ports):
+            mapping[id(q)] = c
+    for q, go in zip(op.output_ports, sub.output_ports):
+        src = mapping[id(go.source)]
+        if src.dtype is None:
+            src.dtype = q.dtype
+        if q.consumers:
+            g.replace_all_uses(q, src)
+    recorded = (op.meta or {}).get("outputs") or {}
+    for q, go in zip(op.output_ports, sub.output_ports):  # the op's ONNX output names go to the body's producers
+        src = mapping[id(go.source)]
+        name = recorded.get(q.name)
+        if name and src.op is not None:
+            src.op.meta = {**(src.op.meta or {}),
+                           "outputs": {**((src.op.meta or {}).get("outputs") or {}), src.name: name}}
+    g.remove_op(op, rewire={q.name: None for q in op.output_ports})
+    return None
