@@ -394,3 +394,21 @@ def test_a_graph_renames_its_ports_and_a_body_renames_its_owners_too():
     body = op.body
     body.rename_input_port("a", "a2")
     assert op.input_ports.names() == ["a2"] and body.input_ports.names() == ["a2"]
+
+
+def test_retarget_is_one_change_and_is_undone_whole():
+    g = Graph("ns/1")
+    op = g.add_op("Relu", "r", inputs=["x"], outputs=["y"], attrs={"a": 1})
+    before = g.copy()
+    v = g.version
+    op.retarget("Gelu", {"b": 2}, "ns/2", ("t", "rule"))
+    assert (op.type, op.attrs, op.namespace, op.provenance) == ("Gelu", {"b": 2}, "ns/2", ("t", "rule"))
+    assert g.version > v
+    op.retarget("Relu", {"a": 1}, None, None)
+    assert g == before
+    with pytest.raises(RuntimeError):
+        with g.atomic():
+            op.retarget("Gelu", {"b": 2}, "ns/2", ("t", "rule"))
+            raise RuntimeError("fails after the change")
+    assert g == before
+    assert (op.type, op.attrs, op.namespace, op.provenance) == ("Relu", {"a": 1}, None, None)

@@ -498,10 +498,9 @@ class _Applier:
             if tpl.name is not None:
                 self.g.rename_op(op, self.new_name(key, tpl))
             self.drop_const_ports(key, op, tpl, new_type, new_type != old_type)
-            op.type = str(new_type) if new_type is not None else None
-            op.attrs = attrs_new
-            op.namespace = self.ctx.dst_namespace
-            op.provenance = (self.ctx.table, self.rule.name)
+            # the four fields in one change: one undo record and one version step
+            op.retarget(str(new_type) if new_type is not None else None, attrs_new, self.ctx.dst_namespace,
+                        (self.ctx.table, self.rule.name))
             self.rename_ports(op, plan, new_type != old_type)
 
     def drop_const_ports(self, key: str, op: Op, tpl: OpTemplate, new_type: Any, type_changed: bool) -> None:
@@ -804,9 +803,7 @@ def _keep(graph: Graph, match: Match, rule: Rule, ctx: RewriteContext) -> Rewrit
     by position where theirs are not slots of it."""
     kept = list(match.ops.values())
     for op in kept:
-        op.attrs = dict(op.attrs)
-        op.namespace = ctx.dst_namespace
-        op.provenance = (ctx.table, rule.name)
+        op.retarget(op.type, dict(op.attrs), ctx.dst_namespace, (ctx.table, rule.name))  # one change, not three
         schema = ctx.dst_schema.get(op.type) if ctx.dst_schema is not None and op.type is not None else None
         if schema is None:
             continue
