@@ -15,7 +15,9 @@ a graph pass (``onnx-unroll``, run before the ``onnx-to-torch`` table) that writ
   output is the steps' outputs unsqueezed and concatenated along ``scan_output_axes`` (in reverse order for a
   reverse direction).  The copied ops are ONNX ops the table converts as any other.  The length is read from the
   scan inputs' types, or, where inference left it symbolic, from the ops that fix it (a ``Reshape`` to a shape
-  computed from ``Shape``s of known shapes and constants, a ``Transpose`` of such: LinearAttention's function body).
+  computed from ``Shape``s of known shapes and constants, a ``Transpose`` of such: LinearAttention's function body;
+  the ``Squeeze``/``Unsqueeze`` of constant axes around a Scan-8 the opset upgrade rewrote, whose outputs are
+  untyped).
 
 A recurrence whose length is not a constant of the graph (an input's symbolic dimension), a body holding control
 flow, a ``sequence_lens``
@@ -412,12 +414,31 @@ def _known_dims(port: OutputPort | None) -> tuple[str, list[Any]] | None:
     """``_dims`` of a port, its symbolic dims filled in where the ops producing it fix them (a ``Reshape`` to a
     shape computed from ``Shape`` of known shapes, a ``Transpose`` of such)."""
     typed = _dims(port)
-    if port is None or typed is None or all(isinstance(d, int) for d in typed[1]):
+    if port is None:
+        return None
+    if typed is None:  # an untyped value (ops an opset table wrote): its type from the ops that make it
+        elem, shape = _static_elem(port, 0), _static_shape(port, 0)
+        return None if elem is None or shape is None else (elem, list(shape))
+    if all(isinstance(d, int) for d in typed[1]):
         return typed
     shape = _static_shape(port, 0)
     if shape is None or len(shape) != len(typed[1]):
         return typed
     return typed[0], [d if isinstance(d, int) else s for d, s in zip(typed[1], shape)]
+
+
+_SAME_ELEM = ("Squeeze", "Unsqueeze", "Reshape", "Transpose", "Identity", "Neg", "Relu", "Sigmoid", "Tanh", "Exp",
+              "Sqrt")
+
+
+def _static_elem(port: OutputPort | None, depth: int) -> str | None:
+    typed = _dims(port)
+    if typed is not None:
+        return typed[0]
+    op = port.op if port is not None else None
+    if op is None or op.namespace is not None or depth > 16 or op.type not in _SAME_ELEM or not op.input_ports:
+        return None
+    return _static_elem(op.input_ports[0].source, depth + 1)
 
 
 def _static_shape(port: OutputPort | None, depth: int) -> list[int] | None:
@@ -437,6 +458,20 @@ def _static_shape(port: OutputPort | None, depth: int) -> list[int] | None:
             return None
         perm = list(range(len(shape)))[::-1] if perm is None else [int(p) for p in perm]
         return [shape[p] for p in perm] if sorted(perm) == list(range(len(shape))) else None
+    if op.type in ("Squeeze", "Unsqueeze") and len(src) == 2:
+        shape, axes = _static_shape(src[0], depth + 1), _static_value(src[1], depth + 1)
+        if shape is None or axes is None:
+            return None
+        if op.type == "Squeeze":
+            drop = {int(a) + len(shape) if int(a) < 0 else int(a) for a in np.atleast_1d(axes)}
+            return None if any(shape[a] != 1 for a in drop if a < len(shape)) else \
+                [d for i, d in enumerate(shape) if i not in drop]
+        rank = len(shape) + np.atleast_1d(axes).size
+        put = sorted(int(a) + rank if int(a) < 0 else int(a) for a in np.atleast_1d(axes))
+        out, rest = [], iter(shape)
+        for i in range(rank):
+            out.append(1 if i in put else next(rest))
+        return out
     if op.type == "Reshape" and len(src) >= 2:
         shape, target = _static_shape(src[0], depth + 1), _static_value(src[1], depth + 1)
         if shape is None or target is None or target.ndim != 1 or op.attrs.get("allowzero"):
