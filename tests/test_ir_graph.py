@@ -412,3 +412,26 @@ def test_retarget_is_one_change_and_is_undone_whole():
             raise RuntimeError("fails after the change")
     assert g == before
     assert (op.type, op.attrs, op.namespace, op.provenance) == ("Relu", {"a": 1}, None, None)
+
+
+def test_atomic_blocks_nest_and_undo_on_any_exception():
+    g = Graph("ns/1")
+    a = g.add_op("Relu", "a", inputs=["x"], outputs=["y"])
+    before = g.copy()
+    with pytest.raises(KeyboardInterrupt):
+        with g.atomic() as outer:
+            assert outer is g
+            with g.atomic() as inner:  # joins the outer block: its changes are undone with the outer one's
+                assert inner is g
+                g.add_op("Relu", "b", inputs=["x"], outputs=["y"])
+            a.set_attr("k", 1)
+            raise KeyboardInterrupt
+    assert g == before and "b" not in g.ops and a.attrs == {}
+    with g.atomic():
+        g.add_op("Relu", "c", inputs=["x"], outputs=["y"])
+    assert "c" in g.ops  # a block that ends normally keeps its changes and closes its journal
+    with pytest.raises(ValueError):
+        with g.atomic():
+            g.remove_op("c")
+            raise ValueError
+    assert "c" in g.ops
