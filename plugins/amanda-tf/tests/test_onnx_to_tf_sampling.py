@@ -1,9 +1,9 @@
-"""ONNX -> TensorFlow: Resize with run-time scales or aspect-kept sizes, GridSample, AffineGrid, Col2Im and Unique
-(``onnx_to_tf_resize_runtime.yaml``, ``onnx_to_tf_gridsample.yaml``, ``onnx_to_tf_sampling.yaml``,
-``onnx_to_tf_unique.yaml`` and their
-ahead-of-the-chain parts) on some node cases, and against onnx's reference evaluator on
-inputs the node cases do not reach (grids far outside [-1, 1], scales whose coordinates differ from out / in).
-The full run is ``.venv/bin/python bench/onnx_node_suite_tf.py -k resize -k gridsample -k affine_grid -k col2im``.
+"""ONNX -> TensorFlow: Resize with run-time scales or aspect-kept sizes, GridSample, AffineGrid, Col2Im, Unique and
+DeformConv (``onnx_to_tf_resize_runtime.yaml``, ``onnx_to_tf_gridsample.yaml``, ``onnx_to_tf_sampling.yaml``,
+``onnx_to_tf_unique.yaml`` and their ahead-of-the-chain parts) on some node cases, and against onnx's reference
+evaluator on inputs the node cases do not reach (grids far outside [-1, 1], scales whose coordinates differ from
+out / in, NaNs in Unique, offsets reaching outside the input).  The full run is ``.venv/bin/python
+bench/onnx_node_suite_tf.py -k resize -k gridsample -k affine_grid -k col2im -k unique -k deform``.
 This module imports TensorFlow; it never imports torch.
 """
 
@@ -16,10 +16,11 @@ import pytest
 pytest.importorskip("tensorflow")
 pytest.importorskip("onnx")
 
-MODULES = ["resize", "gridsample", "affinegrid", "col2im", "unique"]
+MODULES = ["resize", "gridsample", "affinegrid", "col2im", "unique", "deformconv"]
 """The node-case modules generated for :data:`CASES` (the ``cases`` fixture)."""
 
 CASES = ["test_resize_downsample_scales_cubic_A_n0p5_exclude_outside", "test_resize_upsample_scales_nearest_axes_3_2",
+         "test_deform_conv_with_multiple_offset_groups",
          "test_resize_downsample_sizes_nearest_not_smaller", "test_resize_upsample_scales_linear_half_pixel_symmetric",
          "test_resize_tf_crop_and_resize_axes_3_2", "test_resize_tf_crop_and_resize_extrapolation_value",
          "test_gridsample_bicubic_align_corners_1_additional_1", "test_gridsample_reflection_padding",
@@ -137,3 +138,20 @@ def test_unique_nan_and_signed_zero(bench: Any, srt: int) -> None:
     Case.model = onnx.shape_inference.infer_shapes(model)
     Case.data_sets = [([numpy_helper.from_array(x)], expected)]
     assert bench.attempt(Case) == ("pass", "")
+
+
+def test_deform_conv_against_reference(bench: Any) -> None:
+    """DeformConv-19 with offsets reaching outside the input, strides, dilations, uneven pads, two offset groups,
+    a mask and a bias, two batch entries."""
+    import numpy as np
+    from onnx import helper
+
+    rng = np.random.default_rng(4)
+    feeds = {"x": rng.standard_normal((2, 4, 5, 6)).astype(np.float32),
+             "w": rng.standard_normal((3, 4, 2, 3)).astype(np.float32),
+             "off": (3 * rng.standard_normal((2, 2 * 2 * 3 * 2, 2, 2))).astype(np.float32),
+             "b": rng.standard_normal(3).astype(np.float32),
+             "m": rng.random((2, 2 * 2 * 3, 2, 2)).astype(np.float32)}
+    node = helper.make_node("DeformConv", ["x", "w", "off", "b", "m"], ["y"], kernel_shape=[2, 3], offset_group=2,
+                            pads=[1, 0, 0, 1], strides=[2, 3], dilations=[2, 1], name="deform_conv")
+    _check(bench, node, feeds, [2, 3, 2, 2], 19)
