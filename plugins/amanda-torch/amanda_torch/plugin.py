@@ -134,7 +134,10 @@ def amanda_graph_passes() -> list[GraphPass]:
     ``onnx-to-torch`` (the other way).  ``torch-onnx-fold`` after ``torch-to-onnx`` (batch norm and zero padding
     into convolutions, constant subgraphs folded, Constant nodes as initializers) and ``torch-onnx-gelu`` after
     ``onnx-opset-19-to-20`` (the GELU subgraphs of ``torch-to-onnx`` as ``Gelu``): ``docs/torch.md``, "What is
-    folded"."""
+    folded".  Before ``onnx-newest-to-torch``, ``onnx-expand-functions`` (LinearAttention as its function body);
+    before ``onnx-to-torch``, ``onnx-unroll`` (GRU and Scan of a length known at conversion, step by step) and
+    ``onnx-resize-symmetric-to-torch`` (Resize-19 half_pixel_symmetric read as opset 18): ``docs/torch.md``,
+    "ONNX -> torch"."""
     return [GraphPass(name="torch-control-to-onnx", tables=("torch-to-onnx",), run=_control_to_onnx,
                       description="torch.cond and TorchScript If/Loop as ONNX If/Loop, their branches reading "
                                   "outer values by name"),
