@@ -359,7 +359,7 @@ class _Applier:
                 if not isinstance(name, str) or not name:
                     raise self.fail(f"mapper op {key!r}: the name expression gave {name!r}, not a non-empty string")
                 plan.name = name
-            plan.attr_values = self.attrs_of(key, tpl)
+            plan.attr_values = self.attrs_of(tpl, env)
             plan.meta = {mk: _eval(spec, env, self.rule, self.m) for mk, spec in tpl.meta.items()}
             if tpl.inputs is not None:
                 plan.inputs = [(n, _as_dtype_text(_eval(dt, env, self.rule, self.m))) for n, dt in tpl.inputs]
@@ -379,8 +379,8 @@ class _Applier:
                     raise self.fail(f"mapper op {key!r}, consts {name!r}: {e}") from None
             self.plans[key] = plan
 
-    def attrs_of(self, key: str, tpl: OpTemplate) -> dict[str, Any]:
-        env = self.env_for(key)
+    def attrs_of(self, tpl: OpTemplate, env: dict[str, Any]) -> dict[str, Any]:
+        """The attributes the mapper gives an op, evaluated in ``env`` (its :meth:`env_for`, already made)."""
         out = {}
         for name, spec in tpl.attrs.items():
             value = _eval(spec, env, self.rule, self.m)
