@@ -320,10 +320,18 @@ class Converter:
                 continue  # no op of the anchor's type here: nothing can match
             # a rule that fails in this graph (a rewrite's error, a cycle its rewrites made) leaves it as it was
             # before the rule; a rule that only moves ops to the target namespace can neither fail nor make a cycle
+            before = g.version
             with nullcontext() if keeps else _undoable(g):
                 if self._apply_rule_to(g, inherited, table, rule, src_spec, dst_ns, dst_schema, family_same, rr,
                                        keeps):
                     changed = True
+            if keeps:
+                # a keep-only rule moves ops to the target namespace and may rename their ports; it changes no
+                # op's type and no edge, so the index by type made before it is still true at the new version
+                # (the next rule need not build it again)
+                cached = self._index_cache.get(id(g))
+                if cached is not None and cached[0] is g and cached[1] == before:
+                    self._index_cache[id(g)] = (g, g.version, cached[2])
         return changed
 
     def _apply_rule_to(self, g: Graph, inherited: str | None, table: MappingTable, rule: Rule,
