@@ -14,3 +14,20 @@ def test_registered_tables_check_clean():
         errors, _ = check_table(table, registry().namespaces)
         problems += [str(e) for e in errors]
     assert problems == []
+
+
+def test_shipped_yaml_parses_without_libyaml():
+    """The tables and graphs shipped here are plain YAML: PyYAML's pure-Python loader reads them as libyaml does
+    (libyaml accepts a few things YAML does not, such as ``[$y, $ix?]`` unquoted)."""
+    from pathlib import Path
+
+    import yaml
+
+    from amanda_core.serialization.yamlio import safe_load
+
+    root = Path(__file__).resolve().parents[1]
+    paths = sorted(root.glob("plugins/*/amanda_*/**/*.yaml")) + sorted(root.glob("examples/**/*.yaml"))
+    assert len(paths) > 50
+    for path in paths:
+        text = path.read_text()
+        assert yaml.load(text, Loader=yaml.SafeLoader) == safe_load(text, str(path)), path
