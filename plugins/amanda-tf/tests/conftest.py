@@ -47,6 +47,18 @@ def tf_registry(tf_schema) -> Registry:
     return pm.registry()
 
 
+@pytest.fixture(scope="module")
+def plugins(tf_schema) -> PluginManager:
+    """A plugin manager with amanda-tf and amanda-onnx only, for TF -> ONNX conversions whatever else is installed
+    (amanda-onnx is imported only when a test asks for this fixture)."""
+    import amanda_onnx.plugin
+
+    pm = PluginManager(autoload=False)
+    pm.register(amanda_tf.plugin, "amanda-tf")
+    pm.register(amanda_onnx.plugin, "amanda-onnx")
+    return pm
+
+
 @pytest.fixture(scope="session")
 def op_list(tf_schema):
     """TensorFlow's own ``OpList`` (imports TensorFlow)."""

@@ -45,18 +45,6 @@ FAST = ["Conv1D_causal_dilated", "Conv2D_dilated", "Conv3D", "SeparableConv2D", 
 SLOW = bool(os.environ.get("AMANDA_SLOW"))
 
 
-@pytest.fixture(scope="module")
-def plugins(tf_schema) -> Any:
-    import amanda_onnx.plugin
-    import amanda_tf.plugin
-    from amanda_core.plugin import PluginManager
-
-    pm = PluginManager(autoload=False)
-    pm.register(amanda_tf.plugin, "amanda-tf")
-    pm.register(amanda_onnx.plugin, "amanda-onnx")
-    return pm
-
-
 def _refs(model: Any, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
     if hasattr(model, "layers"):
         out = model(*inputs.values()) if len(inputs) == 1 else model(inputs)

@@ -39,18 +39,6 @@ VARIANTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def plugins(tf_schema) -> Any:
-    import amanda_onnx.plugin
-    import amanda_tf.plugin
-    from amanda_core.plugin import PluginManager
-
-    pm = PluginManager(autoload=False)
-    pm.register(amanda_tf.plugin, "amanda-tf")
-    pm.register(amanda_onnx.plugin, "amanda-onnx")
-    return pm
-
-
 def _convert(model: Any, pm: Any) -> Any:
     from amanda_core.mapping import convert, registered_tables
     from amanda_core.plugin.passes import registered_passes

@@ -68,18 +68,6 @@ def test_calls_and_stateful_control_flow_import_to_any_depth(tf_registry) -> Non
         np.testing.assert_array_equal(run(g, xs)["output_0"], fn(**xs).numpy())
 
 
-@pytest.fixture(scope="module")
-def plugins(tf_schema) -> Any:
-    import amanda_onnx.plugin
-    import amanda_tf.plugin
-    from amanda_core.plugin import PluginManager
-
-    pm = PluginManager(autoload=False)
-    pm.register(amanda_tf.plugin, "amanda-tf")
-    pm.register(amanda_onnx.plugin, "amanda-onnx")
-    return pm
-
-
 def test_calls_are_inlined_on_the_way_to_onnx(plugins: Any) -> None:
     import onnxruntime as ort
 
