@@ -57,15 +57,10 @@ class UnrollReport:
 
 def _shape(port: OutputPort | None) -> tuple[str, list[int]] | None:
     """Element type and static dims of a port's ONNX tensor type, or None when either is not known."""
-    if port is None or port.dtype is None:
+    found = _dims(port)
+    if found is None or not all(isinstance(d, int) for d in found[1]):
         return None
-    m = _TENSOR.match(str(port.dtype))
-    if m is None:
-        return None
-    dims = [d.strip() for d in m.group(2).split(",")] if m.group(2).strip() else []
-    if not all(re.fullmatch(r"\d+", d) for d in dims):
-        return None
-    return m.group(1), [int(d) for d in dims]
+    return found
 
 
 def _constant(port: OutputPort | None) -> Any:
