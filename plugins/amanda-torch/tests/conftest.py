@@ -5,6 +5,7 @@ repository's root ``conftest.py`` gives every test), so later tests and child pr
 """
 
 import os
+from typing import Any
 
 import pytest
 
@@ -47,3 +48,26 @@ def torch_plugin_loaded(amanda_plugin):
     if not manager.pluggy.is_registered(plugin):
         amanda_plugin(plugin, "amanda-torch")
     return manager
+
+
+@pytest.fixture(scope="session")
+def bench() -> Any:
+    """``bench/onnx_torch.py`` (the ONNX node suite to torch) as a module, loaded once per session: the node-case
+    tests convert and run cases as the bench does (a test file may give its own ``bench`` for another script)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "bench" / "onnx_torch.py"
+    spec = importlib.util.spec_from_file_location("onnx_torch_bench", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def tables(bench: Any) -> list[Any]:
+    """The registered tables as the bench reads them (parsed once per session)."""
+    return bench.amanda_tables()

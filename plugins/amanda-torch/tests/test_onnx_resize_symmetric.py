@@ -3,9 +3,6 @@ onnxruntime; nearest mode and cubic with run-time sizes stay refused."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -17,17 +14,6 @@ pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto, helper  # noqa: E402
-
-BENCH = Path(__file__).resolve().parents[3] / "bench" / "onnx_torch.py"
-
-
-@pytest.fixture(scope="module")
-def bench() -> Any:
-    spec = importlib.util.spec_from_file_location("onnx_torch_bench_resize", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _model(mode: str, by: str, values: list[float]) -> tuple[Any, dict[str, np.ndarray]]:

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import sys
 import warnings
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,7 +20,6 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("onnx")
 
-BENCH = Path(__file__).resolve().parents[3] / "bench" / "onnx_torch.py"
 
 MODULES = ["add", "relu", "div", "mod", "pow", "where", "clip", "softmax", "gemm", "conv", "maxpool",
            "batch_normalization", "reshape", "transpose", "concat", "cast", "slice", "gather", "gatherelements",
@@ -145,20 +142,6 @@ division (no exact form in a type torch has kernels for); Attention in bfloat16;
 whose width follows the scale given at run time); float16 CausalConvWithState (the reference rounds the convolution
 once, in float16); Col2Im over three axes (torch's col2im has two); LSTM with peepholes (torch's LSTM has none);
 ConvTranspose whose SAME_UPPER pads crop the end only (torch crops both ends alike)."""
-
-
-@pytest.fixture(scope="module")
-def bench() -> Any:
-    spec = importlib.util.spec_from_file_location("onnx_torch_bench", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def tables(bench: Any) -> list[Any]:
-    return bench.amanda_tables()
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,6 @@ the node suite does not hold, checked against onnxruntime, and the cases that mu
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -17,22 +14,6 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto, helper  # noqa: E402
-
-BENCH = Path(__file__).resolve().parents[3] / "bench" / "onnx_torch.py"
-
-
-@pytest.fixture(scope="module")
-def bench() -> Any:
-    spec = importlib.util.spec_from_file_location("onnx_torch_bench_unroll", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def tables(bench: Any) -> list[Any]:
-    return bench.amanda_tables()
 
 
 def _expected(model: Any, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
