@@ -49,7 +49,8 @@ __all__ = [
 
 import os
 import re
-from typing import Any, Iterable, Mapping
+import threading
+from typing import Any, Callable, Iterable, Mapping
 
 from attrs import define, field, frozen
 
@@ -232,14 +233,23 @@ class Rule:
                 and not any(p.consts for p in self.src.ops.values()))
 
 
+_BUILDING = threading.RLock()
+"""Held while a lazy table builds its rules (:meth:`MappingTable.lazy`): each is built once, whichever thread
+asks first."""
+
+
 @define(eq=False)
 class MappingTable:
-    """Rules that rewrite graphs from namespace ``src`` to ``dst`` (either may be a version range)."""
+    """Rules that rewrite graphs from namespace ``src`` to ``dst`` (either may be a version range).
+
+    A table made by :meth:`lazy` knows its header (name, namespaces, carry, ...) from the start and builds its
+    rules the first time they are read: planning a conversion reads headers only, so a plugin can register many
+    tables and pay for those a conversion applies."""
 
     name: str
     src: str
     dst: str
-    rules: dict[str, Rule]
+    _rules: dict[str, Rule] | None
     tags: tuple[str, ...] = ()
     carry: str = "none"  # "none" | "unchanged"
     bidirectional: bool = False
@@ -247,8 +257,9 @@ class MappingTable:
     trusted: bool = True
     plugin: str | None = None
     description: str = ""
-    raw: dict[str, Any] = field(factory=dict, repr=False)
+    _raw: dict[str, Any] | None = field(factory=dict, repr=False)
     _order: Any = field(default=None, init=False, repr=False, eq=False)
+    _build: Callable[[], MappingTable] | None = field(default=None, init=False, repr=False, eq=False)
     part_of: str | None = None
     """The table this one is a part of: parts (files) with the same ``part_of`` are merged into one table of that
     name (:func:`merge_parts`), so a large conversion can be written as one file per op family."""
@@ -257,6 +268,81 @@ class MappingTable:
     that go ahead"): never a step of a chain by itself; the planner applies it first when its ``src`` admits the
     graph's namespace and its ``dst`` the target (ops that exist only in newer opsets, converted before the
     opset chain would have to bring them down)."""
+
+    @classmethod
+    def lazy(cls, name: str, src: str, dst: str, build: Callable[[], MappingTable], *, tags: Iterable[str] = (),
+             carry: str = "none", bidirectional: bool = False, ahead: bool = False, trusted: bool = True,
+             source: str | None = None, plugin: str | None = None, description: str = "") -> MappingTable:
+        """A table whose rules ``build()`` makes the first time :attr:`rules` (or :attr:`raw`) is read.
+
+        ``build`` returns the whole table; it must agree with the header given here (name, ``src``, ``dst``,
+        tags, ``carry``, ``bidirectional``, ``ahead``, ``trusted``), or reading the rules raises
+        :class:`TableError`.  A ``description`` or ``source`` not given here is the built table's.  A build that
+        fails raises each time the rules are read; nothing is kept."""
+        if carry not in ("none", "unchanged"):
+            raise TableError("'carry' is 'none' or 'unchanged'", table=name)
+        table = cls(name, src, dst, None, tuple(tags), carry, bidirectional, source, trusted, plugin, description,
+                    None, ahead=ahead)
+        table._build = build
+        return table
+
+    @property
+    def rules(self) -> dict[str, Rule]:
+        """The rules by name, in declaration order (built now if the table is :meth:`lazy` and not built yet)."""
+        rules = self._rules
+        if rules is None:
+            self._materialize()
+            rules = self._rules
+            assert rules is not None
+        return rules
+
+    @rules.setter
+    def rules(self, value: dict[str, Rule]) -> None:
+        self._rules = value
+        if self._raw is None:
+            self._raw = {}
+        self._build = None
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        """The table's YAML form as read (or as a generator built it)."""
+        raw = self._raw
+        if raw is None:
+            self._materialize()
+            raw = self._raw
+            assert raw is not None
+        return raw
+
+    @raw.setter
+    def raw(self, value: dict[str, Any]) -> None:
+        self._raw = value
+
+    @property
+    def built(self) -> bool:
+        """Whether the rules exist yet (always, except for a :meth:`lazy` table whose rules nobody read)."""
+        return self._rules is not None
+
+    def _materialize(self) -> None:
+        with _BUILDING:
+            if self._rules is not None:
+                return
+            if self._build is None:
+                raise TableError("the table has neither rules nor a way to build them", table=self.name)
+            made = self._build()
+            if not isinstance(made, MappingTable):
+                raise TableError(f"building its rules gave {type(made).__name__}, not a MappingTable",
+                                 table=self.name)
+            for attr in ("name", "src", "dst", "tags", "carry", "bidirectional", "ahead", "part_of", "trusted"):
+                if getattr(made, attr) != getattr(self, attr):
+                    raise TableError(f"its rules were built for {attr} {getattr(made, attr)!r}, but the table was "
+                                     f"registered with {attr} {getattr(self, attr)!r}", table=self.name)
+            if not self.description:
+                self.description = made.description
+            if self.source is None:
+                self.source = made.source
+            self._raw = made.raw
+            self._rules = made.rules
+            self._build = None
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MappingTable):
@@ -278,7 +364,8 @@ class MappingTable:
         return _has_expressions(self.raw)
 
     def __repr__(self) -> str:
-        return f"<MappingTable {self.name}: {self.src} -> {self.dst}, {len(self.rules)} rules>"
+        count = f"{len(self._rules)} rules" if self._rules is not None else "rules not built yet"
+        return f"<MappingTable {self.name}: {self.src} -> {self.dst}, {count}>"
 
 
 def order_rules(rules: Mapping[str, Rule], table: str | None = None) -> list[Rule]:

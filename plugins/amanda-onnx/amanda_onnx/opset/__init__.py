@@ -14,14 +14,18 @@ rule.  Its rules come from two places:
 An op whose schema changed and that no rule converts stays in the source namespace, and the planner's conversion
 fails naming it; :func:`missing` lists those changes with the reason.
 
-``tables()`` is what the plugin registers.  It imports no ``onnx`` once the schema cache is warm: the schema
-differences are cached as JSON per onnx release, and the tables are built once per process.
+``tables()`` is what the plugin registers: one lazy table per step (:meth:`MappingTable.lazy`), whose header
+(name, namespaces) is all the planner reads, and whose rules are built the first time a conversion applies the
+step (or a listing such as ``amanda tables`` reads them), once per process.  A conversion from opset 13 to 21
+builds the 8 steps it takes, not the 54 there are.  Building imports no ``onnx`` once the schema cache is warm:
+the schema differences are cached as JSON per onnx release.
 """
 
 from __future__ import annotations
 
 __all__ = ["tables", "upgrade_tables", "downgrade_tables", "missing", "newest_opset", "step_table", "RULES"]
 
+import functools
 import json
 import threading
 from importlib import resources
@@ -77,14 +81,21 @@ def _covered(table: MappingTable) -> set[str]:
     return out
 
 
-def step_table(direction: str, n: int, changes: list[OpChange] | None = None) -> MappingTable:
-    """The table of one step: ``direction`` is ``"upgrade"`` (opset ``n`` to ``n + 1``) or ``"downgrade"``
-    (``n + 1`` to ``n``): written rules first, then generated ones for the changed ops they do not cover."""
+def _header(direction: str, n: int) -> tuple[str, str, str]:
+    """``(name, src, dst)`` of the step table."""
     if direction not in ("upgrade", "downgrade"):
         raise ValueError(f"direction is 'upgrade' or 'downgrade', not {direction!r}")
+    if direction == "upgrade":
+        return f"onnx-opset-{n}-to-{n + 1}", _namespace(n), _namespace(n + 1)
+    return f"onnx-opset-{n + 1}-to-{n}", _namespace(n + 1), _namespace(n)
+
+
+def step_table(direction: str, n: int, changes: list[OpChange] | None = None) -> MappingTable:
+    """The table of one step, built now: ``direction`` is ``"upgrade"`` (opset ``n`` to ``n + 1``) or
+    ``"downgrade"`` (``n + 1`` to ``n``): written rules first, then generated ones for the changed ops they do not
+    cover."""
+    name, src, dst = _header(direction, n)
     up = direction == "upgrade"
-    src, dst = (_namespace(n), _namespace(n + 1)) if up else (_namespace(n + 1), _namespace(n))
-    name = f"onnx-opset-{n}-to-{n + 1}" if up else f"onnx-opset-{n + 1}-to-{n}"
     table = _written(direction, n, src, dst)
     if table is None:
         table = table_from_dict({"name": name, "src": src, "dst": dst, "carry": "unchanged", "rules": {},
@@ -154,15 +165,20 @@ def _key() -> str:
     return f"{onnx_version()}@{cache_dir()}"
 
 
+def _lazy_step(direction: str, n: int) -> MappingTable:
+    """The step table as registered: its header now, its rules (:func:`step_table`) on first use."""
+    name, src, dst = _header(direction, n)
+    return MappingTable.lazy(name, src, dst, functools.partial(step_table, direction, n), carry="unchanged")
+
+
 def _all() -> list[MappingTable]:
     key = _key()
     with _lock:
         found = _built.get(key)
         if found is None:
             first, last = default_opsets()
-            changes = step_changes()
-            ups = [step_table("upgrade", n, changes.get(n, [])) for n in range(first, last)]
-            downs = [step_table("downgrade", n, changes.get(n, [])) for n in range(first, last)]
+            ups = [_lazy_step("upgrade", n) for n in range(first, last)]
+            downs = [_lazy_step("downgrade", n) for n in range(first, last)]
             found = _built[key] = ups + downs
         return list(found)
 
@@ -178,7 +194,8 @@ def downgrade_tables() -> list[MappingTable]:
 
 
 def tables() -> list[MappingTable]:
-    """Every opset table (upgrades, then downgrades): what the plugin registers with Amanda."""
+    """Every opset table (upgrades, then downgrades): what the plugin registers with Amanda.  Their rules are
+    built when first read (:attr:`MappingTable.built` says whether they are)."""
     return _all()
 
 
