@@ -10,7 +10,7 @@ name it holds, a node output by the name recorded on its producer (``meta["outpu
 
 from __future__ import annotations
 
-__all__ = ["names_in_use", "fresh_name", "value_name"]
+__all__ = ["names_in_use", "fresh_name", "value_name", "scope_names"]
 
 from amanda_core import Graph
 from amanda_core.ir.graph import OutputPort
@@ -64,3 +64,21 @@ def value_name(q: OutputPort, taken: set[str]) -> str:
     recorded[q.name] = name
     op.meta = {**op.meta, "outputs": recorded}
     return name
+
+
+def scope_names(graph: Graph, outer: dict[str, OutputPort] | None = None) -> dict[str, OutputPort]:
+    """ONNX value name -> the port of ``graph`` producing it (graph inputs, recorded node output names,
+    initializers), over ``outer``: the names of the graphs around it, which a nested graph reads by name."""
+    names: dict[str, OutputPort] = dict(outer or {})
+    for gi in graph.input_ports:
+        names[gi.name] = gi
+    for op in graph:
+        recorded = op.meta.get("outputs") if op.meta else None
+        if recorded:
+            for q in op.output_ports:
+                n = recorded.get(q.name)
+                if n:
+                    names[n] = q
+        if op.type in (INITIALIZER, SPARSE_INITIALIZER) and op.namespace is None:
+            names[str(op.meta.get("name", op.name)) if op.meta else op.name] = op.output_ports[0]
+    return names

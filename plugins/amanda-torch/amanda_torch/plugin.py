@@ -103,10 +103,23 @@ def _control_to_onnx(graph: Any) -> str:
     return torch_control_to_onnx(graph).summary()
 
 
-def _unroll(graph: Any) -> str:
-    from .unroll_onnx import unroll_onnx
+def _onnx_pass(module: str) -> Any:
+    """A module of amanda-onnx, whose ONNX -> ONNX passes run on the ONNX graphs it reads."""
+    import importlib
 
-    return unroll_onnx(graph).summary()
+    try:
+        return importlib.import_module(f"amanda_onnx.{module}")
+    except ModuleNotFoundError as e:
+        if e.name not in ("amanda_onnx", f"amanda_onnx.{module}"):
+            raise
+        from amanda_core.errors import PluginError
+
+        raise PluginError("converting ONNX to torch needs the amanda-onnx plugin (pip install amanda-onnx)") \
+            from None
+
+
+def _unroll(graph: Any) -> str:  # RNN and LSTM: the onnx-to-torch-rnn part converts them whole
+    return _onnx_pass("unroll").unroll_onnx(graph, ops=("GRU", "Scan")).summary()
 
 
 def _resize_symmetric(graph: Any) -> str:
@@ -116,9 +129,7 @@ def _resize_symmetric(graph: Any) -> str:
 
 
 def _expand_functions(graph: Any) -> str:
-    from .onnx_functions import expand_functions
-
-    return expand_functions(graph)
+    return str(_onnx_pass("functions").expand_functions(graph))
 
 
 def _control_to_torch(graph: Any) -> str:

@@ -1,15 +1,15 @@
-"""Ops newer than opset 18 that ONNX defines by a function body, expanded into that body on the way to torch.
+"""Ops newer than opset 18 that ONNX defines by a function body, expanded into that body ahead of the opset chain.
 
-``LinearAttention`` (opset 27) has no torch op and no exact way down the opset chain; ONNX defines it by a function
-(context dependent: built for the node's attributes and input types), a ``Scan`` over the sequence of ordinary ops.
-The pass :func:`expand_functions` runs before ``onnx-newest-to-torch`` (so before the opset chain, which then brings
-the body's ops down to 18) and puts that body in the op's place: onnx builds the function for the node, inlines it
-(``onnx.inliner``), and the resulting ops are imported and spliced between the op's inputs and readers.  The
-``onnx-unroll`` pass then unrolls the ``Scan`` when its length is known at conversion, and the tables convert the
-rest.  An op whose inputs' types are not known, or whose body's value names would collide with the graph's, is left
-as it is (and refused), with the reason in the summary.
+``LinearAttention`` (opset 27) has no op in the backends and no exact way down the opset chain; ONNX defines it by a
+function (context dependent: built for the node's attributes and input types), a ``Scan`` over the sequence of
+ordinary ops.  :func:`expand_functions` is an ONNX -> ONNX pass that a backend runs before its table for the newest
+opsets (``onnx-newest-to-torch``, ``onnx-newest-to-tf``), so before the opset chain, which then brings the body's ops
+down to 18: onnx builds the function for the node, inlines it (``onnx.inliner``), and the resulting ops are imported
+and spliced between the op's inputs and readers.  :func:`amanda_onnx.unroll.unroll_onnx` then unrolls the ``Scan``
+when its length is known at conversion, and the backend's tables convert the rest.  An op whose inputs' types are
+not known, or whose body's value names would collide with the graph's, is left as it is (and refused), with the
+reason in the summary.
 """
-
 from __future__ import annotations
 
 __all__ = ["expand_functions"]
@@ -64,10 +64,8 @@ def _expand(g: Graph, op: Op, opset: int) -> str | None:
     import onnx
     import onnx.inliner
 
-    import amanda_onnx
-    from amanda_onnx.names import names_in_use
-
-    from .control_onnx import _scope_names
+    from . import infer_types, load_model
+    from .names import names_in_use, scope_names
 
     try:
         schema = onnx.defs.get_schema(op.type, opset, "")
@@ -108,10 +106,10 @@ def _expand(g: Graph, op: Op, opset: int) -> str | None:
         opset_imports=[onnx.helper.make_opsetid("", opset), onnx.helper.make_opsetid("amanda.expand", 1)],
         functions=[function])
     model = onnx.inliner.inline_local_functions(model)
-    sub = amanda_onnx.load_model(model)
-    amanda_onnx.infer_types(sub)
+    sub = load_model(model)
+    infer_types(sub)
     taken = names_in_use(g)
-    inner = _scope_names(sub, {})
+    inner = scope_names(sub)
     clash = [n for n in inner if n in taken and n not in names]
     if clash:
         return f"its body's names {', '.join(clash[:3])} are taken"

@@ -1,14 +1,23 @@
-"""Recurrences of a length known at conversion time, unrolled into straight-line ONNX ops before ``onnx-to-torch``.
+"""Recurrences of a length known at conversion time, unrolled into straight-line ONNX ops.
 
 A mapping rule writes a fixed set of ops; a recurrence over ``n`` steps needs ``n`` copies of its step, so this is
-a graph pass (``onnx-unroll``, run before the ``onnx-to-torch`` table) that writes the steps as ordinary ONNX ops
-(``MatMul``, ``Add``, ``Sigmoid``, ``Tanh``, ``Gather``, ``Concat`` ...), which the table then converts one by one:
+an ONNX -> ONNX graph pass (``onnx-unroll``, which a backend runs before its ``onnx-to-<backend>`` table, for the
+op types it has no fused op for) that writes the steps as ordinary ONNX ops (``MatMul``, ``Add``, ``Sigmoid``,
+``Tanh``, ``Gather``, ``Concat`` ...), which the table then converts one by one:
 
-* **GRU** (either ``linear_before_reset``), forward, reverse and bidirectional, ``layout`` 0 and 1, with or without
-  ``B`` and ``initial_h``, outputs ``Y`` and ``Y_h``: per step and direction the arithmetic of ONNX's reference
-  (``z, r = sigmoid(x W_zr^T + H R_zr^T + Wb_zr + Rb_zr)``, ``h = tanh(x W_h^T + (r * H) R_h^T + Wb_h + Rb_h)``, or
-  ``tanh(x W_h^T + r * (H R_h^T + Rb_h) + Wb_h)`` with ``linear_before_reset = 1``, ``H = (1 - z) * h + z * H``),
-  the reverse direction over the flipped sequence with its outputs put back in input order.
+* **RNN**, **GRU** (either ``linear_before_reset``) and **LSTM** (with or without peepholes ``P``), forward,
+  reverse and bidirectional, ``layout`` 0 and 1, with or without ``B`` and the initial states, outputs ``Y``,
+  ``Y_h`` (and ``Y_c``): per step and direction the arithmetic of ONNX's reference.  RNN:
+  ``H = tanh(x W^T + H R^T + Wb + Rb)``.  GRU: ``z, r = sigmoid(x W_zr^T + H R_zr^T + Wb_zr + Rb_zr)``,
+  ``h = tanh(x W_h^T + (r * H) R_h^T + Wb_h + Rb_h)``, or ``tanh(x W_h^T + r * (H R_h^T + Rb_h) + Wb_h)`` with
+  ``linear_before_reset = 1``, ``H = (1 - z) * h + z * H``.  LSTM (gates i, o, f, c):
+  ``i = sigmoid(x W_i^T + H R_i^T + P_i * C + Wb_i + Rb_i)``, ``f`` likewise with ``P_f``,
+  ``C = f * C + i * tanh(x W_c^T + H R_c^T + Wb_c + Rb_c)``, ``o = sigmoid(... + P_o * C)`` of the new ``C``,
+  ``H = o * tanh(C)``.  The reverse direction runs over the flipped sequence, its outputs put back in input order.
+  With ``sequence_lens`` (a constant, or given at run time), a sequence shorter than ``t + 1`` skips step ``t``:
+  its states stay as they were (``Where``) and its output there is zero, so the reverse direction, stepping from
+  the end, starts at each sequence's own last step; a sequence of length 0 ends in zero states, as onnxruntime's
+  kernels give.
 * **Scan** (opset 9 and later): one copy of the body per step, its state inputs fed by the previous copy's state
   outputs, its scan inputs by the step's slice (``Gather`` at the step's index along ``scan_input_axes``, from the
   end for a reverse direction), the values it reads from outer graphs by name fed by their producers; each scan
@@ -20,24 +29,25 @@ a graph pass (``onnx-unroll``, run before the ``onnx-to-torch`` table) that writ
   untyped).
 
 A recurrence whose length is not a constant of the graph (an input's symbolic dimension), a body holding control
-flow, a ``sequence_lens``
-that is not a constant equal to that length everywhere, activations other than the defaults, ``clip``, or an
-element type other than float32/float64 is left as it is (the table then reports the op as unconverted), with the
-reason in the pass's summary.
+flow, a ``sequence_lens`` of unknown type, activations other than the defaults, ``clip``, LSTM's ``input_forget``,
+or an element type other than float32/float64 is left as it is (the table then reports the op as unconverted),
+with the reason in the pass's summary.
 """
 
 from __future__ import annotations
 
-__all__ = ["unroll_onnx", "UnrollReport"]
+__all__ = ["unroll_onnx", "UnrollReport", "UNROLLED"]
 
 import re
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import attrs
 import numpy as np
 
 from amanda_core import Graph
 from amanda_core.ir.graph import Op, OutputPort
+
+from .names import scope_names
 
 ONNX_FAMILY = "amanda/onnx/"
 _TENSOR = re.compile(r"^tensor\((\w+)\)\[(.*)\]$")
@@ -48,11 +58,13 @@ _FLOATS = {"float": np.float32, "double": np.float64}
 class UnrollReport:
     converted: dict[str, int] = attrs.field(factory=dict)
     left: list[str] = attrs.field(factory=list)
+    kept: dict[str, int] = attrs.field(factory=dict)
 
     def summary(self) -> str:
         done = ", ".join(f"{n} {t}" for t, n in sorted(self.converted.items())) or "nothing"
-        kept = f"; left: {'; '.join(self.left)}" if self.left else ""
-        return f"{done} unrolled{kept}"
+        kept = ", ".join(f"{n} {t}" for t, n in sorted(self.kept.items()))
+        left = f"; left: {'; '.join(self.left)}" if self.left else ""
+        return f"{done} unrolled" + (f"; kept for the table: {kept}" if kept else "") + left
 
 
 def _shape(port: OutputPort | None) -> tuple[str, list[int]] | None:
@@ -108,7 +120,7 @@ class _Writer:
 
     def const(self, value: Any) -> OutputPort:
         value = np.asarray(value)
-        elem = {np.dtype(np.int64): "int64", np.dtype(np.float32): "float",
+        elem = {np.dtype(np.int64): "int64", np.dtype(np.int32): "int32", np.dtype(np.float32): "float",
                 np.dtype(np.float64): "double"}[value.dtype]
         o = self.g.add_op("Constant", self.g.unique_name(f"{self.base}_const"), attrs={"value": value},
                           outputs=[("output", f"tensor({elem})[{','.join(str(d) for d in value.shape)}]")])
@@ -157,21 +169,30 @@ class _Writer:
                        axis=axis)
 
 
-def unroll_onnx(graph: Graph) -> UnrollReport:
-    """Unroll every recurrence of a static length in ``graph`` (an ``amanda/onnx`` graph) and its nested graphs."""
+UNROLLED = ("RNN", "GRU", "LSTM", "Scan")
+
+
+def unroll_onnx(graph: Graph, ops: Sequence[str] = UNROLLED,
+                keep: Callable[[Op], bool] | None = None) -> UnrollReport:
+    """Unroll every recurrence of a static length among ``ops`` (op types of :data:`UNROLLED`) in ``graph`` (an
+    ``amanda/onnx`` graph) and its nested graphs; an op for which ``keep`` returns true is left for the table (a
+    backend's fused op that computes it as it is)."""
     report = UnrollReport()
     if not (graph.namespace or "").startswith(ONNX_FAMILY):
         return report
+    unknown = sorted(set(ops) - set(UNROLLED))
+    if unknown:
+        raise ValueError(f"no unrolling for {', '.join(unknown)} (known: {', '.join(UNROLLED)})")
     graphs = [graph] + [n.graph for n in graph.nested_graphs(graph.namespace)
                         if (n.graph.namespace or n.inherited or "").startswith(ONNX_FAMILY)]
     for g in graphs:
         for op in list(g):
-            if op.graph is not g or op.namespace is not None:
+            if op.graph is not g or op.namespace is not None or op.type not in ops:
                 continue
-            unroll = _UNROLL.get(op.type)
-            if unroll is None:
+            if keep is not None and keep(op):
+                report.kept[op.type] = report.kept.get(op.type, 0) + 1
                 continue
-            why = unroll(g, op)
+            why = _UNROLL[op.type](g, op)
             if why:
                 report.left.append(f"{op.type} {op.path}: {why}")
             else:
@@ -197,10 +218,16 @@ def _replace_outputs(g: Graph, op: Op, new: dict[str, OutputPort]) -> None:
     g.remove_op(op, rewire={q.name: None for q in op.output_ports})
 
 
-# --------------------------------------------------------------------------- GRU
+# --------------------------------------------------------------------------- RNN, GRU, LSTM
+
+_GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+_ACTIVATIONS = {"RNN": ["tanh"], "GRU": ["sigmoid", "tanh"], "LSTM": ["sigmoid", "tanh", "tanh"]}
 
 
-def _gru(g: Graph, op: Op) -> str | None:
+def _recurrence(g: Graph, op: Op) -> str | None:
+    """RNN, GRU or LSTM of a static length, step by step (ONNX's equations, ``docs`` of each op)."""
+    kind = op.type
+    gates = _GATES[kind]
     ports = {p.name: p.source for p in op.input_ports}
     x_t = _shape(ports.get("X"))
     if x_t is None or len(x_t[1]) != 3:
@@ -220,91 +247,199 @@ def _gru(g: Graph, op: Op) -> str | None:
     direction = direction.decode() if isinstance(direction, bytes) else str(direction)
     if direction not in ("forward", "reverse", "bidirectional") or dirs != (2 if direction == "bidirectional" else 1):
         return f"direction {direction} with {dirs} weight sets"
-    if w_t[1] != [dirs, 3 * hidden, size] or r_t[1] != [dirs, 3 * hidden, hidden]:
+    if w_t[1] != [dirs, gates * hidden, size] or r_t[1] != [dirs, gates * hidden, hidden]:
         return "W or R has an unexpected shape"
     acts = op.attrs.get("activations")
     if acts is not None:
         names = [a.decode() if isinstance(a, bytes) else str(a) for a in acts]
-        if [a.lower() for a in names] != ["sigmoid", "tanh"] * dirs:
+        if [a.lower() for a in names] != _ACTIVATIONS[kind] * dirs:
             return f"activations {names}"
     if op.attrs.get("clip") is not None:
         return "clip"
+    if kind == "LSTM" and int(op.attrs.get("input_forget", 0) or 0):
+        return "input_forget"
     seq_lens = ports.get("sequence_lens")
     if seq_lens is not None:
         lens = _constant(seq_lens)
-        if lens is None or lens.shape != (batch,) or not np.all(lens == seq):
-            return "sequence_lens is not a constant equal to the sequence length"
+        if lens is not None and (lens.shape != (batch,) or np.any(lens < 0) or np.any(lens > seq)):
+            return "sequence_lens is a constant out of the sequence's bounds"
+        if lens is not None and np.all(lens == seq):
+            seq_lens = None  # every step of every sequence
+        elif _shape(seq_lens) not in (("int32", [batch]), ("int64", [batch])):
+            return "sequence_lens's type is not known"
     if seq < 1:
         return "an empty sequence"
-    lbr = int(op.attrs.get("linear_before_reset", 0) or 0)
+    state_dims = [batch, dirs, hidden] if layout == 1 else [dirs, batch, hidden]
     b, h0 = ports.get("B"), ports.get("initial_h")
-    if b is not None and _shape(b) != (elem, [dirs, 6 * hidden]):
+    c0, peep = ports.get("initial_c"), ports.get("P")
+    if b is not None and _shape(b) != (elem, [dirs, 2 * gates * hidden]):
         return "B's shape is not known"
-    if h0 is not None and _shape(h0) != (elem, [batch, dirs, hidden] if layout == 1 else [dirs, batch, hidden]):
+    if h0 is not None and _shape(h0) != (elem, state_dims):
         return "initial_h's shape is not known"
+    if c0 is not None and _shape(c0) != (elem, state_dims):
+        return "initial_c's shape is not known"
+    if peep is not None and _shape(peep) != (elem, [dirs, 3 * hidden]):
+        return "P's shape is not known"
 
     w = _Writer(g, op.name)
-    H = hidden
     x = ports["X"]
     assert x is not None
     if layout == 1:
         x = w.transpose(x, [1, 0, 2], elem, [seq, batch, size])
-        if h0 is not None:
-            h0 = w.transpose(h0, [1, 0, 2], elem, [dirs, batch, hidden])
+        h0 = None if h0 is None else w.transpose(h0, [1, 0, 2], elem, [dirs, batch, hidden])
+        c0 = None if c0 is None else w.transpose(c0, [1, 0, 2], elem, [dirs, batch, hidden])
     steps = [w.gather(x, t, elem, [batch, size]) for t in range(seq)]
-    ys, yhs = [], []
+    ys, yhs, ycs = [], [], []
     for d in range(dirs):
-        wd = w.gather(ports["W"], d, elem, [3 * H, size])  # type: ignore[arg-type]
-        rd = w.gather(ports["R"], d, elem, [3 * H, H])  # type: ignore[arg-type]
-        w_zr, w_h = w.split(w.transpose(wd, [1, 0], elem, [size, 3 * H]), [2 * H, H], 1, elem, [size, 3 * H])
-        r_zr, r_h = w.split(w.transpose(rd, [1, 0], elem, [H, 3 * H]), [2 * H, H], 1, elem, [H, 3 * H])
-        bias_zr = wb_h = rb_h = None
-        if b is not None:
-            bd = w.gather(b, d, elem, [6 * H])
-            wb_zr, wb_h, rb_zr, rb_h = w.split(bd, [2 * H, H, 2 * H, H], 0, elem, [6 * H])
-            bias_zr = w.binary("Add", wb_zr, rb_zr, elem, [2 * H])
-        if h0 is not None:
-            state = w.gather(h0, d, elem, [batch, H])
-        else:
-            state = w.const(np.zeros((batch, H), dtype=_FLOATS[elem]))
-        one = w.const(np.ones((), dtype=_FLOATS[elem]))
+        weights = _Weights(w, ports, d, elem, size, hidden, gates, b, peep)
+        h = w.gather(h0, d, elem, [batch, hidden]) if h0 is not None else \
+            w.const(np.zeros((batch, hidden), dtype=_FLOATS[elem]))
+        c = None
+        if kind == "LSTM":
+            c = w.gather(c0, d, elem, [batch, hidden]) if c0 is not None else \
+                w.const(np.zeros((batch, hidden), dtype=_FLOATS[elem]))
         reverse = direction == "reverse" or d == 1
-        order = list(range(seq - 1, -1, -1)) if reverse else list(range(seq))
+        zeros = w.const(np.zeros((), dtype=_FLOATS[elem]))
         outs: dict[int, OutputPort] = {}
-        bh, b2 = [batch, H], [batch, 2 * H]
-        for t in order:
-            xt = steps[t]
-            gates = w.binary("Add", w.matmul(xt, w_zr, elem, b2), w.matmul(state, r_zr, elem, b2), elem, b2)
-            if bias_zr is not None:
-                gates = w.binary("Add", gates, bias_zr, elem, b2)
-            z_pre, r_pre = w.split(gates, [H, H], 1, elem, b2)
-            z, r = w.unary("Sigmoid", z_pre, elem, bh), w.unary("Sigmoid", r_pre, elem, bh)
-            xh = w.matmul(xt, w_h, elem, bh)
-            if lbr:
-                hr = w.matmul(state, r_h, elem, bh)
-                if rb_h is not None:
-                    hr = w.binary("Add", hr, rb_h, elem, bh)
-                pre = w.binary("Add", xh, w.binary("Mul", r, hr, elem, bh), elem, bh)
-                if wb_h is not None:
-                    pre = w.binary("Add", pre, wb_h, elem, bh)
+        bh = [batch, hidden]
+        for t in (range(seq - 1, -1, -1) if reverse else range(seq)):
+            if kind == "RNN":
+                h_t = _rnn_step(w, weights, steps[t], h, elem, batch, hidden)
+            elif kind == "GRU":
+                h_t = _gru_step(w, weights, steps[t], h, elem, batch, hidden,
+                                int(op.attrs.get("linear_before_reset", 0) or 0))
             else:
-                pre = w.binary("Add", xh, w.matmul(w.binary("Mul", r, state, elem, bh), r_h, elem, bh), elem, bh)
-                if wb_h is not None:
-                    pre = w.binary("Add", w.binary("Add", pre, wb_h, elem, bh), rb_h, elem, bh)  # type: ignore
-            cand = w.unary("Tanh", pre, elem, bh)
-            state = w.binary("Add", w.binary("Mul", w.binary("Sub", one, z, elem, bh), cand, elem, bh),
-                             w.binary("Mul", z, state, elem, bh), elem, bh)
-            outs[t] = state
-        ys.append(w.concat([w.unsqueeze(w.unsqueeze(outs[t], 0, elem, [1, batch, H]), 1, elem, [1, 1, batch, H])
-                            for t in range(seq)], 0, elem, [seq, 1, batch, H]))
-        yhs.append(w.unsqueeze(state, 0, elem, [1, batch, H]))
-    y = w.concat(ys, 1, elem, [seq, dirs, batch, H])
-    y_h = w.concat(yhs, 0, elem, [dirs, batch, H])
+                h_t, c_t = _lstm_step(w, weights, steps[t], h, c, elem, batch, hidden)  # type: ignore[arg-type]
+            if seq_lens is None:
+                h, outs[t] = h_t, h_t
+                c = c_t if kind == "LSTM" else None
+                continue
+            # a sequence shorter than t + 1 skips step t: its state stays, its output there is zero (the reverse
+            # direction, stepping from the end, so starts at each sequence's own last step)
+            lens_elem = _elem(seq_lens)
+            within = w.one("Less", [w.const(np.array(t, dtype=np.int32 if lens_elem == "int32" else np.int64)),
+                                    seq_lens], "bool", [batch], ["A", "B"], "C")
+            within = w.unsqueeze(within, 1, "bool", [batch, 1])
+            h = w.one("Where", [within, h_t, h], elem, bh, ["condition", "X", "Y"], "output")
+            outs[t] = w.one("Where", [within, h_t, zeros], elem, bh, ["condition", "X", "Y"], "output")
+            if kind == "LSTM":
+                c = w.one("Where", [within, c_t, c], elem, bh, ["condition", "X", "Y"], "output")
+        if seq_lens is not None:  # a sequence of no steps ends in zero states (as onnxruntime's kernels give)
+            lens_elem = _elem(seq_lens)
+            some = w.one("Less", [w.const(np.array(0, dtype=np.int32 if lens_elem == "int32" else np.int64)),
+                                  seq_lens], "bool", [batch], ["A", "B"], "C")
+            some = w.unsqueeze(some, 1, "bool", [batch, 1])
+            h = w.one("Where", [some, h, zeros], elem, bh, ["condition", "X", "Y"], "output")
+            if c is not None:
+                c = w.one("Where", [some, c, zeros], elem, bh, ["condition", "X", "Y"], "output")
+        ys.append(w.concat([w.unsqueeze(w.unsqueeze(outs[t], 0, elem, [1] + bh), 1, elem, [1, 1] + bh)
+                            for t in range(seq)], 0, elem, [seq, 1] + bh))
+        yhs.append(w.unsqueeze(h, 0, elem, [1] + bh))
+        if c is not None:
+            ycs.append(w.unsqueeze(c, 0, elem, [1] + bh))
+    y = w.concat(ys, 1, elem, [seq, dirs, batch, hidden])
+    finals = {"Y_h": w.concat(yhs, 0, elem, [dirs, batch, hidden])}
+    if ycs:
+        finals["Y_c"] = w.concat(ycs, 0, elem, [dirs, batch, hidden])
     if layout == 1:
-        y = w.transpose(y, [2, 0, 1, 3], elem, [batch, seq, dirs, H])
-        y_h = w.transpose(y_h, [1, 0, 2], elem, [batch, dirs, H])
-    _replace_outputs(g, op, {"Y": _identity(w, y, elem), "Y_h": _identity(w, y_h, elem)})
+        y = w.transpose(y, [2, 0, 1, 3], elem, [batch, seq, dirs, hidden])
+        finals = {k: w.transpose(v, [1, 0, 2], elem, [batch, dirs, hidden]) for k, v in finals.items()}
+    wanted = {q.name for q in op.output_ports}
+    new = {name: _identity(w, port, elem) for name, port in [("Y", y), *finals.items()] if name in wanted}
+    _replace_outputs(g, op, new)
     return None
+
+
+class _Weights:
+    """One direction's weights, transposed for ``x @ W^T`` (GRU's split into the update and reset gates and the
+    candidate's), and its biases summed where the equations add them together."""
+
+    def __init__(self, w: _Writer, ports: dict[str, OutputPort | None], d: int, elem: str, size: int, hidden: int,
+                 gates: int, b: OutputPort | None, peep: OutputPort | None) -> None:
+        H, G = hidden, gates
+        wd = w.gather(ports["W"], d, elem, [G * H, size])  # type: ignore[arg-type]
+        rd = w.gather(ports["R"], d, elem, [G * H, H])  # type: ignore[arg-type]
+        self.w = w.transpose(wd, [1, 0], elem, [size, G * H])
+        self.r = w.transpose(rd, [1, 0], elem, [H, G * H])
+        self.bias: OutputPort | None = None
+        self.wb_h: OutputPort | None = None
+        self.rb_h: OutputPort | None = None
+        if G == 3:  # GRU: [z, r] and h apart
+            self.w, self.w_h = w.split(self.w, [2 * H, H], 1, elem, [size, 3 * H])
+            self.r, self.r_h = w.split(self.r, [2 * H, H], 1, elem, [H, 3 * H])
+        if b is not None:
+            bd = w.gather(b, d, elem, [2 * G * H])
+            if G == 3:
+                wb_zr, self.wb_h, rb_zr, self.rb_h = w.split(bd, [2 * H, H, 2 * H, H], 0, elem, [6 * H])
+                self.bias = w.binary("Add", wb_zr, rb_zr, elem, [2 * H])
+            else:
+                wb, rb = w.split(bd, [G * H, G * H], 0, elem, [2 * G * H])
+                self.bias = w.binary("Add", wb, rb, elem, [G * H])
+        self.peep = None
+        if peep is not None:  # p_i, p_o, p_f
+            self.peep = w.split(w.gather(peep, d, elem, [3 * H]), [H, H, H], 0, elem, [3 * H])
+        self.one = w.const(np.ones((), dtype=_FLOATS[elem])) if G == 3 else None
+
+
+def _rnn_step(w: _Writer, k: _Weights, x: OutputPort, h: OutputPort, elem: str, batch: int,
+              hidden: int) -> OutputPort:
+    """``H = tanh(x W^T + H R^T + Wb + Rb)``."""
+    bh = [batch, hidden]
+    pre = w.binary("Add", w.matmul(x, k.w, elem, bh), w.matmul(h, k.r, elem, bh), elem, bh)
+    if k.bias is not None:
+        pre = w.binary("Add", pre, k.bias, elem, bh)
+    return w.unary("Tanh", pre, elem, bh)
+
+
+def _gru_step(w: _Writer, k: _Weights, x: OutputPort, h: OutputPort, elem: str, batch: int, hidden: int,
+              lbr: int) -> OutputPort:
+    """``z, r = sigmoid(x W_zr^T + H R_zr^T + Wb_zr + Rb_zr)``; the candidate ``tanh(x W_h^T + (r * H) R_h^T + Wb_h
+    + Rb_h)`` (``tanh(x W_h^T + r * (H R_h^T + Rb_h) + Wb_h)`` with ``linear_before_reset``);
+    ``H = (1 - z) * candidate + z * H``."""
+    H, bh, b2 = hidden, [batch, hidden], [batch, 2 * hidden]
+    gates = w.binary("Add", w.matmul(x, k.w, elem, b2), w.matmul(h, k.r, elem, b2), elem, b2)
+    if k.bias is not None:
+        gates = w.binary("Add", gates, k.bias, elem, b2)
+    z_pre, r_pre = w.split(gates, [H, H], 1, elem, b2)
+    z, r = w.unary("Sigmoid", z_pre, elem, bh), w.unary("Sigmoid", r_pre, elem, bh)
+    xh = w.matmul(x, k.w_h, elem, bh)
+    if lbr:
+        hr = w.matmul(h, k.r_h, elem, bh)
+        if k.rb_h is not None:
+            hr = w.binary("Add", hr, k.rb_h, elem, bh)
+        pre = w.binary("Add", xh, w.binary("Mul", r, hr, elem, bh), elem, bh)
+        if k.wb_h is not None:
+            pre = w.binary("Add", pre, k.wb_h, elem, bh)
+    else:
+        pre = w.binary("Add", xh, w.matmul(w.binary("Mul", r, h, elem, bh), k.r_h, elem, bh), elem, bh)
+        if k.wb_h is not None and k.rb_h is not None:
+            pre = w.binary("Add", w.binary("Add", pre, k.wb_h, elem, bh), k.rb_h, elem, bh)
+    cand = w.unary("Tanh", pre, elem, bh)
+    return w.binary("Add", w.binary("Mul", w.binary("Sub", k.one, z, elem, bh), cand, elem, bh),  # type: ignore
+                    w.binary("Mul", z, h, elem, bh), elem, bh)
+
+
+def _lstm_step(w: _Writer, k: _Weights, x: OutputPort, h: OutputPort, c: OutputPort, elem: str, batch: int,
+               hidden: int) -> tuple[OutputPort, OutputPort]:
+    """Gates in ONNX's order i, o, f, c: ``i = sigmoid(x W_i^T + H R_i^T + P_i * C + Wb_i + Rb_i)``, ``f`` the same
+    with ``P_f``, ``C' = f * C + i * tanh(x W_c^T + H R_c^T + Wb_c + Rb_c)``, ``o = sigmoid(... + P_o * C')``,
+    ``H' = o * tanh(C')``."""
+    H, bh, b4 = hidden, [batch, hidden], [batch, 4 * hidden]
+    gates = w.binary("Add", w.matmul(x, k.w, elem, b4), w.matmul(h, k.r, elem, b4), elem, b4)
+    if k.bias is not None:
+        gates = w.binary("Add", gates, k.bias, elem, b4)
+    i_pre, o_pre, f_pre, c_pre = w.split(gates, [H, H, H, H], 1, elem, b4)
+    if k.peep is not None:
+        p_i, p_o, p_f = k.peep
+        i_pre = w.binary("Add", i_pre, w.binary("Mul", p_i, c, elem, bh), elem, bh)
+        f_pre = w.binary("Add", f_pre, w.binary("Mul", p_f, c, elem, bh), elem, bh)
+    i, f = w.unary("Sigmoid", i_pre, elem, bh), w.unary("Sigmoid", f_pre, elem, bh)
+    cell = w.binary("Add", w.binary("Mul", f, c, elem, bh),
+                    w.binary("Mul", i, w.unary("Tanh", c_pre, elem, bh), elem, bh), elem, bh)
+    if k.peep is not None:
+        o_pre = w.binary("Add", o_pre, w.binary("Mul", p_o, cell, elem, bh), elem, bh)  
+    o = w.unary("Sigmoid", o_pre, elem, bh)
+    return w.binary("Mul", o, w.unary("Tanh", cell, elem, bh), elem, bh), cell
 
 
 def _identity(w: _Writer, x: OutputPort, elem: str | None, known: Any = None) -> OutputPort:
@@ -327,8 +462,6 @@ def _ints(value: Any, n: int, default: int) -> list[int]:
 
 
 def _scan(g: Graph, op: Op) -> str | None:
-    from .control_onnx import _scope_names
-
     body = op.attrs.get("body")
     if not isinstance(body, Graph):
         return "its body is not a graph"
@@ -351,6 +484,9 @@ def _scan(g: Graph, op: Op) -> str | None:
     shapes = [_known_dims(p) for p in scans]
     if any(s is None for s in shapes):
         return "the types of its scan inputs are not known"
+    for p, (elem, dims) in zip(scans, shapes):  # type: ignore[misc]
+        if p.dtype is None and all(isinstance(d, int) for d in dims):  # what the ops making it fix, as its type
+            p.dtype = _dtype(elem, dims)
     axes, length = [], None
     for (_, dims), a in zip(shapes, in_axes):  # type: ignore[misc]
         a = a + len(dims) if a < 0 else a
@@ -363,7 +499,7 @@ def _scan(g: Graph, op: Op) -> str | None:
     assert length is not None
     if length < 1 or (k and length < 1):
         return "an empty sequence"
-    names = _scope_names(g, {})
+    names = scope_names(g)
     outer = {}
     for inner in body:
         if inner.type == "OuterValue" and inner.namespace is None:
@@ -533,4 +669,4 @@ def _inline(g: Graph, body: Graph, order: Sequence[Op], feeds: Sequence[OutputPo
     return [mapping[id(go.source)] for go in body.output_ports]  # type: ignore[arg-type]
 
 
-_UNROLL = {"GRU": _gru, "Scan": _scan}
+_UNROLL = {"RNN": _recurrence, "GRU": _recurrence, "LSTM": _recurrence, "Scan": _scan}
