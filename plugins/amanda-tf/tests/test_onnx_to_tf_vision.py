@@ -1,0 +1,88 @@
+"""ONNX -> TensorFlow: vision and indexing corners (NonMaxSuppression, pooling in 3-D and with dilations, scatters
+that multiply, ...) on node cases of the ONNX suite, and NonMaxSuppression on random inputs against onnx's
+reference evaluator.
+
+Each case is converted with ``bench/onnx_node_suite_tf.py``'s functions and run with TensorFlow against its
+expected outputs.  This module imports TensorFlow; it never imports torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("tensorflow")
+pytest.importorskip("onnx")
+
+MODULES = ["nonmaxsuppression"]
+"""onnx's case modules the ``cases`` fixture generates."""
+
+CONVERTS = [
+    "test_nonmaxsuppression_flipped_coordinates", "test_nonmaxsuppression_limit_output_size",
+    "test_nonmaxsuppression_single_box", "test_nonmaxsuppression_identical_boxes",
+    "test_nonmaxsuppression_center_point_box_format", "test_nonmaxsuppression_two_classes",
+    "test_nonmaxsuppression_two_batches", "test_nonmaxsuppression_iou_threshold_boundary",
+]
+"""Cases the tables convert (each must convert and pass)."""
+
+
+@pytest.mark.parametrize("name", CONVERTS)
+def test_converts_and_matches(bench: Any, cases: dict[str, Any], name: str) -> None:
+    assert name in cases, f"no node case {name}"
+    outcome, detail = bench.attempt(cases[name])
+    assert outcome == "pass", detail
+
+
+def _case(model: Any, feeds: list[Any], name: str) -> Any:
+    from onnx.reference import ReferenceEvaluator
+
+    names = [i.name for i in model.graph.input]
+    expected = ReferenceEvaluator(model).run(None, dict(zip(names, feeds)))
+
+    class Case:
+        rtol, atol = 0.0, 0.0
+
+    Case.name = name
+    Case.model = model
+    Case.data_sets = [(feeds, expected)]
+    return Case
+
+
+def _nms_model(b: int, c: int, n: int, center: int, with_score_threshold: bool) -> Any:
+    import onnx
+    from onnx import TensorProto, helper
+
+    ins = ["boxes", "scores", "m", "iou"] + (["st"] if with_score_threshold else [])
+    node = helper.make_node("NonMaxSuppression", ins, ["y"], center_point_box=center)
+    inputs = [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [b, n, 4]),
+              helper.make_tensor_value_info("scores", TensorProto.FLOAT, [b, c, n]),
+              helper.make_tensor_value_info("m", TensorProto.INT64, [1]),
+              helper.make_tensor_value_info("iou", TensorProto.FLOAT, [1])]
+    if with_score_threshold:
+        inputs.append(helper.make_tensor_value_info("st", TensorProto.FLOAT, [1]))
+    graph = helper.make_graph([node], "nms", inputs, [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
+    return onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)]))
+
+
+@pytest.mark.parametrize("center", [0, 1])
+@pytest.mark.parametrize("with_score_threshold", [True, False])
+def test_nms_random_against_reference(bench: Any, center: int, with_score_threshold: bool) -> None:
+    """Random boxes on a coarse grid (equal scores, identical and touching boxes, IoUs exactly at the threshold),
+    several batches and classes, caps from 0 to above the box count, thresholds from below 0 to above 1 and NaN."""
+    import numpy as np
+
+    rng = np.random.default_rng(7 + center + 2 * with_score_threshold)
+    b, c, n = 2, 3, 9
+    model = _nms_model(b, c, n, center, with_score_threshold)
+    for trial, (cap, iou) in enumerate([(0, 0.5), (2, 0.0), (4, 1 / 3), (20, 0.5), (3, -0.5), (20, 1.5),
+                                        (20, float("nan")), (5, 0.25)]):
+        boxes = rng.integers(0, 5, size=(b, n, 4)).astype(np.float32)
+        if center:
+            boxes[..., 2:] = rng.integers(0, 4, size=(b, n, 2))   # widths and heights, some zero
+        boxes[:, 1] = boxes[:, 0]                                 # identical boxes
+        scores = rng.integers(0, 4, size=(b, c, n)).astype(np.float32) / 4   # many equal scores
+        feeds = [boxes, scores, np.array([cap], np.int64), np.array([iou], np.float32)]
+        if with_score_threshold:
+            feeds.append(np.array([0.25], np.float32))
+        assert bench.attempt(_case(model, feeds, f"nms_{trial}")) == ("pass", ""), trial
