@@ -197,7 +197,22 @@ def unroll_onnx(graph: Graph, ops: Sequence[str] = UNROLLED,
                 report.left.append(f"{op.type} {op.path}: {why}")
             else:
                 report.converted[op.type] = report.converted.get(op.type, 0) + 1
+    if report.converted:
+        _type_copies(graph)
     return report
+
+
+def _type_copies(graph: Graph) -> None:
+    """The values of the copied steps that their body left untyped (a Scan body typed by name only, or written by
+    an opset table) typed by onnx's inference over the unrolled graph, for tables whose rules read element types."""
+    from amanda_core.errors import AmandaError
+
+    from .infer import infer_types
+
+    try:
+        infer_types(graph)
+    except AmandaError:
+        pass  # a graph inference refuses (already partly in another namespace): its rules decide as they are
 
 
 def _replace_outputs(g: Graph, op: Op, new: dict[str, OutputPort]) -> None:
@@ -485,7 +500,7 @@ def _scan(g: Graph, op: Op) -> str | None:
     if any(s is None for s in shapes):
         return "the types of its scan inputs are not known"
     for p, (elem, dims) in zip(scans, shapes):  # type: ignore[misc]
-        if p.dtype is None and all(isinstance(d, int) for d in dims):  # what the ops making it fix, as its type
+        if all(isinstance(d, int) for d in dims):  # the dims the ops making it fix, as its type
             p.dtype = _dtype(elem, dims)
     axes, length = [], None
     for (_, dims), a in zip(shapes, in_axes):  # type: ignore[misc]

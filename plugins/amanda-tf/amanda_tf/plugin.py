@@ -115,7 +115,9 @@ def amanda_graph_passes() -> list[GraphPass]:
     ONNX ``LSTM`` (``docs/tensorflow.md``, "Recurrent layers").  ``tf-layout``: after ``tf-to-onnx``
     (channels-last ops written as ONNX ops between transposes), cancel, fold and push the transposes so that few
     are left (``docs/tensorflow.md``, "Layout").  ``tf-layout-nhwc``: after ``onnx-to-tf``, the same for the
-    transposes around the NHWC ops of an ONNX model (``docs/tensorflow.md``, "Layout, the other way")."""
+    transposes around the NHWC ops of an ONNX model (``docs/tensorflow.md``, "Layout, the other way").
+    ``onnx-expand-functions`` before ``onnx-newest-to-tf`` and ``onnx-unroll`` before ``onnx-to-tf``: amanda-onnx's
+    ONNX -> ONNX passes (LinearAttention as its function body; recurrences of a static length step by step)."""
     return [GraphPass(name="tf-inline-calls", tables=("tf-to-onnx",), run=lazy("amanda_tf.inline:run_pass"),
                       before=True, description="PartitionedCall/StatefulPartitionedCall replaced by the ops of the "
                                                "function they call (ONNX has no call op)"),
@@ -129,10 +131,21 @@ def amanda_graph_passes() -> list[GraphPass]:
                       description="TF control flow as ONNX If/Loop, then removes the transposes the TF -> ONNX "
                                   "table leaves around channels-last ops (--input-layout/--output-layout "
                                   "channels-first: the ONNX model's interface NCHW too)"),
+            GraphPass(name="onnx-expand-functions", tables=("onnx-newest-to-tf",), run=_expand_functions,
+                      before=True,
+                      description="LinearAttention (opset 27) as its ONNX function body, ahead of the opset chain"),
+            GraphPass(name="onnx-unroll", tables=("onnx-to-tf",), run=_unroll, before=True,
+                      description="RNN, GRU, LSTM (but those BlockLSTMV2 computes) and Scan over a sequence of a "
+                                  "length known at conversion, as straight-line ONNX ops per step"),
             GraphPass(name="onnx-control-to-tf", tables=("onnx-to-tf",), run=_onnx_control_to_tf, before=True,
                       description="ONNX If/Loop as StatelessIf/StatelessWhile whose functions take what they read"),
+            GraphPass(name="onnx-sequences-to-tf", tables=("onnx-to-tf",), run=_onnx_sequences_to_tf, before=True,
+                      description="ONNX sequences and optionals as TensorList and Optional variants "
+                                  "(docs/tensorflow.md, \"Sequences and optionals\")"),
             GraphPass(name="tf-function-types", tables=("onnx-to-tf",), run=_tf_function_types,
                       description="function signatures of converted control flow in TF types"),
+            GraphPass(name="tf-variant-types", tables=("onnx-to-tf",), run=_tf_variant_types,
+                      description="ports that carry TensorList and Optional variants typed variant"),
             GraphPass(name="tf-layout-nhwc", tables=("onnx-to-tf",), run=lazy("amanda_tf.layout_tf:run_pass"),
                       options=_LAYOUT_OPTIONS,
                       description="removes the transposes the ONNX -> TF tables leave around channels-last ops "
@@ -141,6 +154,41 @@ def amanda_graph_passes() -> list[GraphPass]:
 
 
 _LAYOUT_OPTIONS = ("input_layout", "output_layout")
+
+
+def _onnx_pass(module: str) -> Any:
+    """A module of amanda-onnx, whose ONNX -> ONNX passes run on the ONNX graphs it reads."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"amanda_onnx.{module}")
+    except ModuleNotFoundError as e:
+        if e.name not in ("amanda_onnx", f"amanda_onnx.{module}"):
+            raise
+        from amanda_core.errors import PluginError
+
+        raise PluginError("converting ONNX to TensorFlow needs the amanda-onnx plugin (pip install amanda-onnx)") \
+            from None
+
+
+def _fused_lstm(op: Any) -> bool:
+    """An LSTM the onnx-to-tf table writes as one BlockLSTMV2 (float32, forward, sequence-major, with a bias, no
+    peepholes, zero initial states, every step): left whole, its sequence length free."""
+    fed = {p.name for p in op.input_ports if p.source is not None}
+    direction = op.attrs.get("direction") or "forward"
+    direction = direction.decode() if isinstance(direction, bytes) else str(direction)
+    x = next((p.source for p in op.input_ports if p.name == "X"), None)
+    return direction == "forward" and not int(op.attrs.get("layout", 0) or 0) and "B" in fed and \
+        not fed & {"P", "initial_h", "initial_c", "sequence_lens"} and \
+        x is not None and str(x.dtype).startswith("tensor(float)")
+
+
+def _unroll(graph: Any) -> str:
+    return _onnx_pass("unroll").unroll_onnx(graph, keep=lambda op: op.type == "LSTM" and _fused_lstm(op)).summary()
+
+
+def _expand_functions(graph: Any) -> str:
+    return str(_onnx_pass("functions").expand_functions(graph))
 
 
 def _onnx_control_to_tf(graph: Any) -> str:
@@ -153,3 +201,15 @@ def _tf_function_types(graph: Any) -> str:
     from .control import settle_tf_bodies
 
     return f"{settle_tf_bodies(graph)} port type(s) of function bodies in TF types"
+
+
+def _onnx_sequences_to_tf(graph: Any) -> str:
+    from .sequences import onnx_sequences_to_tf
+
+    return onnx_sequences_to_tf(graph).summary()
+
+
+def _tf_variant_types(graph: Any) -> str:
+    from .sequences import settle_variants
+
+    return f"{settle_variants(graph)} port type(s) set to variant"
