@@ -34,7 +34,7 @@ from typing import Any
 from amanda_core.mapping import MappingTable, TableError, load_table, table_from_dict
 
 from ..schemas import FAMILY
-from .diff import OpChange, default_opsets, step_changes
+from .diff import OpChange, changes_at, default_opsets, step_changes
 from .generate import EXPANDED, downgrade_rule, load_policy, upgrade_rule
 
 RULES = resources.files(__package__).joinpath("rules")
@@ -106,7 +106,7 @@ def step_table(direction: str, n: int, changes: list[OpChange] | None = None) ->
     if expand is not None:
         _merge(table, expand())
     if changes is None:
-        changes = step_changes().get(n, [])
+        changes = changes_at(n)
     covered = _covered(table)
     policy = load_policy()
     generated: dict[str, Any] = {}

@@ -15,7 +15,8 @@ Invariants:
 
 from __future__ import annotations
 
-__all__ = ["DIFF_VERSION", "PortInfo", "AttrInfo", "OpChange", "compare", "step_changes", "default_opsets"]
+__all__ = ["DIFF_VERSION", "PortInfo", "AttrInfo", "OpChange", "compare", "step_changes", "changes_at",
+           "default_opsets"]
 
 from typing import Any
 
@@ -170,19 +171,41 @@ def _build() -> dict[str, Any]:
 
 
 _memo: dict[str, dict[int, list[OpChange]]] = {}
+_raw: dict[str, dict[str, list[dict[str, Any]]]] = {}
+
+
+def _memo_key() -> tuple[str, str]:
+    from amanda_core.namespace.cache import cache_dir
+
+    key = f"onnx-opset-diff-onnx{onnx_version()}-gen{DIFF_VERSION}"
+    return key, f"{key}@{cache_dir()}"
+
+
+def _steps_json() -> tuple[str, dict[str, list[dict[str, Any]]]]:
+    key, memo_key = _memo_key()
+    steps = _raw.get(memo_key)
+    if steps is None:
+        steps = _raw[memo_key] = cached_json(key, _build)["steps"]
+    return memo_key, steps
 
 
 def step_changes() -> dict[int, list[OpChange]]:
     """Every op change of the default domain, by opset ``N`` (the step ``N -> N + 1``), ops in name order.
 
     Cached as JSON per onnx release and :data:`DIFF_VERSION`; memoised per process."""
-    from amanda_core.namespace.cache import cache_dir
-
-    key = f"onnx-opset-diff-onnx{onnx_version()}-gen{DIFF_VERSION}"
-    memo_key = f"{key}@{cache_dir()}"
+    memo_key, steps = _steps_json()
     found = _memo.get(memo_key)
     if found is None:
-        data = cached_json(key, _build)
-        found = {int(n): [OpChange.from_json(c) for c in changes] for n, changes in data["steps"].items()}
+        found = {int(n): [OpChange.from_json(c) for c in changes] for n, changes in steps.items()}
         _memo[memo_key] = found
     return found
+
+
+def changes_at(n: int) -> list[OpChange]:
+    """The op changes of the step ``N -> N + 1`` alone (what :func:`step_changes` gives for ``n``), without
+    reading the others' (a conversion builds the steps it takes)."""
+    memo_key, steps = _steps_json()
+    found = _memo.get(memo_key)
+    if found is not None:
+        return found.get(n, [])
+    return [OpChange.from_json(c) for c in steps.get(str(n), [])]

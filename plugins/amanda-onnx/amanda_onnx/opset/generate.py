@@ -56,7 +56,7 @@ def _key(text: str) -> tuple[int, str]:
 @lru_cache(maxsize=1)
 def load_policy() -> Policy:
     text = resources.files(__package__).joinpath("policy.yaml").read_text(encoding="utf-8")
-    data = yaml.safe_load(text)
+    data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - a safe loader
     up, down = data.get("upgrade") or {}, data.get("downgrade") or {}
     return Policy(
         droppable_attrs=frozenset(data.get("droppable_attrs") or {}),
