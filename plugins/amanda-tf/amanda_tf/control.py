@@ -14,14 +14,16 @@ convert the ops inside the bodies as they convert any op (the engine visits ever
   ``Loop`` with no trip count, whose start condition is the ``cond`` function inlined before the loop and whose
   body is TF's body followed by ``cond`` inlined on its results.
 * :func:`onnx_control_to_tf` runs *before* ``onnx-to-tf``: ``If`` becomes ``StatelessIf`` whose branches take the
-  outer values they read as arguments; ``Loop`` (no scan outputs) becomes ``StatelessWhile`` over
-  ``(iteration, trip count, condition, v..., outer values...)``, whose ``cond`` is ``condition and iteration <
-  trip count`` and whose body is ONNX's body plus the counter's increment.  The branches keep their ONNX ops for the
-  table; :func:`settle_tf_bodies` (after the table) gives the function signatures TF element types.
+  outer values they read as arguments; ``Loop`` becomes ``StatelessWhile`` over
+  ``(iteration, trip count, condition, v..., scan lists..., outer values...)``, whose ``cond`` is ``condition and
+  iteration < trip count`` and whose body is ONNX's body plus the counter's increment; each scan output is pushed to
+  a ``TensorList`` per step, stacked after the loop (its element shape given when static, so that zero steps give
+  an empty tensor of the right shape).  Sequence and optional values are ``variant`` (``amanda_tf.sequences``).
+  The branches keep their ONNX ops for the table; :func:`settle_tf_bodies` (after the table) gives the function
+  signatures TF element types.
 
-A control-flow op a pass cannot take (TensorList or resource loop variables, a non-scalar condition, an ONNX
-``Loop`` with scan outputs) is left as it is, so the conversion reports it as unconverted, and the pass's summary
-says why.
+A control-flow op a pass cannot take (TensorList or resource loop variables going to ONNX, a non-scalar
+condition) is left as it is, so the conversion reports it as unconverted, and the pass's summary says why.
 """
 
 from __future__ import annotations
@@ -499,6 +501,9 @@ def _captures_as_inputs(body: Graph, names: list[str], dtypes: list[Any]) -> Non
 def _tf_types(ports: list[Any]) -> list[str]:
     out = []
     for p in ports:
+        if str(p.dtype).startswith(("seq(", "optional(")):  # a TensorList or Optional (amanda_tf.sequences)
+            out.append("variant")
+            continue
         elem = _elem(p.dtype)
         if elem is None:
             raise _Refused(f"the element type of {p.name!r} is unknown (type the graph first)")
@@ -558,8 +563,12 @@ def _loop_to_tf(g: Graph, op: Op, tf_ns: str, onnx_ns: str) -> None:
         raise _Refused("its body is not a graph")
     carried = [p for p in op.input_ports if p.name.startswith("v_initial")]
     n = len(carried)
-    if len(op.output_ports) != n or len(body.output_ports) != n + 1 or len(body.input_ports) != n + 2:
-        raise _Refused("it has scan outputs (TF would need TensorLists)")
+    scans = len(body.output_ports) - 1 - n  # scan outputs: one TensorList each, stacked after the loop
+    if scans < 0 or len(op.output_ports) != n + scans or len(body.input_ports) != n + 2:
+        raise _Refused("its body's signature does not fit its inputs and outputs")
+    scan_types = _tf_types(list(op.output_ports)[n:])
+    if "variant" in scan_types:
+        raise _Refused("a scan output is not a tensor")
     m_src = op.input_ports["M"].source if "M" in op.input_ports else None
     c_src = op.input_ports["cond"].source if "cond" in op.input_ports else None
     sources = [p.source for p in carried]
@@ -571,8 +580,10 @@ def _loop_to_tf(g: Graph, op: Op, tf_ns: str, onnx_ns: str) -> None:
     tcap = _tf_types(captured)
 
     def const(value: np.ndarray, base: str) -> OutputPort:
+        from amanda_onnx.typesystem import OnnxTypeSystem
+
         c = g.add_op("Constant", g.unique_name(f"{op.name}/{base}"), namespace=onnx_ns, attrs={"value": value},
-                     outputs=[("output", f"tensor({'bool' if value.dtype == np.bool_ else 'int64'})[]")])
+                     outputs=[("output", OnnxTypeSystem().make_tensor_type(value.dtype.name, value.shape))])
         return c.output_ports[0]
 
     i0 = const(np.array(0, np.int64), "iteration")
@@ -582,8 +593,9 @@ def _loop_to_tf(g: Graph, op: Op, tf_ns: str, onnx_ns: str) -> None:
     it_in, cond_in = body.input_ports[0], body.input_ports[1]
     v_in = list(body.input_ports)[2:]
     c_out = body.output_ports[0].source
-    v_out = [go.source for go in list(body.output_ports)[1:]]
-    if c_out is None or any(v is None for v in v_out):
+    v_out = [go.source for go in list(body.output_ports)[1:1 + n]]
+    s_out = [go.source for go in list(body.output_ports)[1 + n:]]
+    if c_out is None or any(v is None for v in v_out + s_out):
         raise _Refused("a body output is fed by nothing")
     for go in list(body.output_ports):
         body.remove_output_port(go)
@@ -600,6 +612,11 @@ def _loop_to_tf(g: Graph, op: Op, tf_ns: str, onnx_ns: str) -> None:
         b_v.append(q)
     for p in [it_in, cond_in] + v_in:
         body.remove_input_port(p)
+    b_s = [body.add_input_port(f"scan_{k}", "variant") for k in range(scans)]
+    s_pushed = [body.add_op("TensorListPushBack", body.unique_name(f"scan_{k}_push"), namespace=tf_ns,
+                            inputs=["input_handle", "tensor"], outputs=[("output_handle", "variant")],
+                            attrs={"element_dtype": t}, sources=[lst, v]).output_ports[0]
+                for k, (lst, v, t) in enumerate(zip(b_s, s_out, scan_types))]
     cap_ports = [body.add_input_port(f"captured_{k}", s.dtype) for k, s in enumerate(captured)]
     for k, nm in enumerate(names):
         for ov in [o for o in body if o.type == "OuterValue" and str(o.attrs.get("name")) == nm]:
@@ -609,7 +626,7 @@ def _loop_to_tf(g: Graph, op: Op, tf_ns: str, onnx_ns: str) -> None:
                       outputs=[("output", "tensor(int64)[]")])
     inc = body.add_op("Add", body.unique_name("next_iteration"), namespace=onnx_ns, inputs=["A", "B"],
                       outputs=[("C", "tensor(int64)[]")], sources=[b_i, one.output_ports[0]])
-    outs = [inc.output_ports[0], b_m, c_out] + v_out + cap_ports
+    outs = [inc.output_ports[0], b_m, c_out] + v_out + s_pushed + cap_ports
     in_types = [p.dtype for p in body.input_ports]  # TF's body returns what it takes, type for type
     for k, (src, dt) in enumerate(zip(outs, in_types)):
         body.connect(src, body.add_output_port(f"output_{k}", dt))  # type: ignore[arg-type]
@@ -620,6 +637,8 @@ def _loop_to_tf(g: Graph, op: Op, tf_ns: str, onnx_ns: str) -> None:
     cc = cond_g.add_input_port("condition", "tensor(bool)[]")
     for k, p in enumerate(b_v):
         cond_g.add_input_port(f"v_{k}", p.dtype)
+    for k in range(scans):
+        cond_g.add_input_port(f"scan_{k}", "variant")
     for k, p in enumerate(cap_ports):
         cond_g.add_input_port(f"captured_{k}", p.dtype)
     less = cond_g.add_op("Less", "below_trip_count", namespace=onnx_ns, inputs=["A", "B"],
@@ -629,15 +648,32 @@ def _loop_to_tf(g: Graph, op: Op, tf_ns: str, onnx_ns: str) -> None:
     cond_g.connect(both.output_ports[0], cond_g.add_output_port("go_on", "tensor(bool)[]"))
     _tf_function_attrs(body, onnx_ns)
     _tf_function_attrs(cond_g, onnx_ns)
-    types = ["int64", "int64", "bool"] + tout + tcap
-    loop_in = [i0, m_in, c_in] + sources + captured
+    shapes = [_shape(q.dtype) for q in list(op.output_ports)[n:]]
+    elements = [np.array(list(s[1:]), np.int32) if s is not None and all(isinstance(d, int) for d in s[1:])
+                else np.array(-1, np.int32) for s in shapes]  # a static element shape stacks zero steps too
+    lists = []
+    for k, (t, shape) in enumerate(zip(scan_types, elements)):
+        empty = g.add_op("EmptyTensorList", g.unique_name(f"{op.name}/scan_{k}"), namespace=tf_ns,
+                         inputs=["element_shape", "max_num_elements"], outputs=[("handle", "variant")],
+                         attrs={"element_dtype": t, "shape_type": "int32"},
+                         sources=[const(shape, f"scan_{k}_shape"), const(np.array(-1, np.int32), "no_limit")])
+        lists.append(empty.output_ports[0])
+    types = ["int64", "int64", "bool"] + tout + ["variant"] * scans + tcap
+    loop_in = [i0, m_in, c_in] + sources + lists + captured
     new = g.add_op("StatelessWhile", g.unique_name(op.name + "/while"), namespace=tf_ns,
                    inputs=[(f"input_{k}", s.dtype) for k, s in enumerate(loop_in)],  # type: ignore[union-attr]
                    outputs=[(f"output_{k}", s.dtype) for k, s in enumerate(loop_in)],  # type: ignore[union-attr]
                    attrs={"T": types, "cond": cond_g, "body": body, "parallel_iterations": 10},
                    sources=loop_in)
+    stacked = []
+    for k, (t, shape) in enumerate(zip(scan_types, elements)):
+        stack = g.add_op("TensorListStack", g.unique_name(f"{op.name}/scan_{k}_stack"), namespace=tf_ns,
+                         inputs=["input_handle", "element_shape"], outputs=[("tensor", op.output_ports[n + k].dtype)],
+                         attrs={"element_dtype": t, "num_elements": -1},
+                         sources=[new.output_ports[3 + n + k], const(shape, f"scan_{k}_element_shape")])
+        stacked.append(stack.output_ports[0])
     name = op.name
-    _replace_op(g, op, new, list(new.output_ports)[3:3 + n])
+    _replace_op(g, op, new, list(new.output_ports)[3:3 + n] + stacked)
     g.rename_op(new, name)
 
 

@@ -27,6 +27,7 @@ class Runnable:
 
         self.function, self.parts = concrete_function(graph)
         self.dtypes = [parse_dtype(d) for d in self.parts.input_dtypes]
+        self.variants = dict(graph.attrs.get("variant_values") or {})  # sequences and optionals (sequences.py)
 
     def __call__(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         from .framework import import_tensorflow
@@ -37,6 +38,11 @@ class Runnable:
             raise AmandaError(f"no value given for graph input(s) {', '.join(missing)}")
         args = []
         for name, t in zip(self.parts.inputs, self.dtypes):
+            if name in self.variants:
+                from .sequences import to_variant
+
+                args.append(to_variant(tf, inputs[name], self.variants[name]))
+                continue
             value = np.asarray(inputs[name])
             if t.shape is not None and (value.ndim != len(t.shape) or any(
                     d is not None and d != s for d, s in zip(t.shape, value.shape))):
@@ -49,6 +55,11 @@ class Runnable:
             values = self.function(*args)
         except (tf.errors.OpError, ValueError, TypeError) as e:
             raise AmandaError(f"TensorFlow failed to run the graph: {first_line(e)}") from None
+        if self.variants:
+            from .sequences import from_variant
+
+            return {n: from_variant(tf, v, self.variants[n]) if n in self.variants else v.numpy()
+                    for n, v in zip(self.parts.outputs, values)}
         return {n: v.numpy() for n, v in zip(self.parts.outputs, values)}
 
 
