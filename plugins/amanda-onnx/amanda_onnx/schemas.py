@@ -106,13 +106,22 @@ COMMUTATIVE_OPS: frozenset[str] = frozenset({
 port is listed in ``commutative``; a variadic port's numbered ports likewise)."""
 
 
+_version: list[str] = []
+
+
 def onnx_version() -> str:
-    """The installed onnx release (from package metadata: no import)."""
+    """The installed onnx release (from package metadata: no import), read once per process (until
+    :func:`clear_memo`): reading it parses the package's metadata, a millisecond or two each time, and every cache
+    key names it."""
+    if _version:
+        return _version[0]
     try:
-        return metadata.version("onnx")
+        found = metadata.version("onnx")
     except metadata.PackageNotFoundError:
         raise NamespaceError("the onnx package is not installed; amanda-onnx generates its namespace schemas "
                              "from it (pip install onnx)") from None
+    _version[:] = [found]
+    return found
 
 
 def family_of(domain: str) -> str:
@@ -143,6 +152,7 @@ def clear_memo() -> None:
     """Forget what this process has read (the disk cache stays)."""
     with _memo_lock:
         _memo.clear()
+        _version.clear()
 
 
 def _key(what: str) -> str:

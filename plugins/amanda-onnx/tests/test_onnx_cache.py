@@ -132,5 +132,6 @@ def test_missing_onnx_is_a_clear_error(monkeypatch):
         raise metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(schemas.metadata, "version", missing)
+    clear_memo()  # (the version is read once per process)
     with pytest.raises(NamespaceError, match="onnx package is not installed"):
         schemas.onnx_version()
