@@ -80,6 +80,7 @@ __all__ = [
 import textwrap
 import threading
 from importlib import metadata
+from collections.abc import Iterator, Mapping
 from typing import Any, Callable
 
 import numpy as np
@@ -422,19 +423,65 @@ class OnnxNamespaces(NamespaceProvider):
 
     def _build(self, n: int) -> NamespaceSchema:
         data = domain_data(self.domain)
-        ops = []
+        entries: dict[str, dict[str, Any]] = {}
         try:
             for name in sorted(data["ops"]):
                 entry = in_force(data["ops"][name], n)
                 if entry is not None:
-                    ops.append(_op_schema(entry, self.domain))
-        except (KeyError, TypeError) as e:
+                    missing = _ENTRY_KEYS - entry.keys()
+                    if missing:
+                        raise KeyError(", ".join(sorted(missing)))
+                    entries[name] = entry
+        except (KeyError, TypeError, AttributeError) as e:
             raise NamespaceError(f"the cached ONNX schema data for {self.domain} under {cache_dir()} is malformed "
                                  f"({type(e).__name__}: {e}); delete that file to regenerate it") from None
-        if self.domain == DEFAULT_DOMAIN:
-            ops.extend(structural_op_schemas())
-        return NamespaceSchema(f"{self.family}/{n}", ops, default_type_system=TYPE_SYSTEM,
-                               meta={"onnx_version": onnx_version(), "domain": self.domain, "opset": n})
+        built = {s.type: s for s in structural_op_schemas()} if self.domain == DEFAULT_DOMAIN else {}
+        twice = sorted(set(built) & set(entries))
+        if twice:
+            raise NamespaceError(f"namespace schema {self.family}/{n}: op type {twice[0]!r} defined twice")
+        schema = NamespaceSchema(f"{self.family}/{n}", (), default_type_system=TYPE_SYSTEM,
+                                 meta={"onnx_version": onnx_version(), "domain": self.domain, "opset": n})
+        schema._ops = _OpSchemas(entries, self.domain, built)  # type: ignore[assignment]
+        return schema
+
+
+_ENTRY_KEYS = frozenset({"name", "inputs", "outputs", "attrs", "type_constraints", "since", "deprecated", "doc"})
+"""What :func:`_op_schema` reads of a cached entry (checked when an opset's schema is made, so a malformed cache
+is reported then, though each op schema is built on first use)."""
+
+
+class _OpSchemas(Mapping[str, OpSchema]):
+    """The op schemas of one opset by type, each made from its cached entry when first asked for: a conversion
+    looks up the few op types its graph holds, not the two hundred an opset has (building them all takes 3 ms
+    per opset, and a conversion from 13 to 21 visits nine)."""
+
+    def __init__(self, entries: dict[str, dict[str, Any]], domain: str, built: dict[str, OpSchema]) -> None:
+        self._entries = entries
+        self._domain = domain
+        self._built = built
+        self._names = list(entries) + [name for name in built if name not in entries]
+
+    def __getitem__(self, name: str) -> OpSchema:
+        found = self._built.get(name)
+        if found is None:
+            entry = self._entries[name]  # (KeyError: no such op)
+            try:
+                found = _op_schema(entry, self._domain)
+            except (KeyError, TypeError) as e:
+                raise NamespaceError(f"the cached ONNX schema data for {self._domain} under {cache_dir()} is "
+                                     f"malformed ({type(e).__name__}: {e}); delete that file to regenerate it"
+                                     ) from None
+            self._built[name] = found
+        return found
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._built or name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
 
 
 def _array(value: Any, dtype: str | None = None) -> Any:

@@ -89,3 +89,22 @@ def test_listings_build_every_table(fresh: None) -> None:
     tables = opset.tables()
     assert sum(len(t.rules) for t in tables) > 0
     assert len(built(tables)) == len(tables)
+
+
+def test_op_schemas_are_made_when_first_looked_up(onnx_registry: Any) -> None:
+    """An opset's schema lists every op at once; each op's schema is made from the cache when first asked for
+    (a conversion through nine opsets looks up the few op types its graph holds)."""
+    from amanda_onnx.schemas import DEFAULT_DOMAIN, _op_schema, domain_data, in_force
+
+    schema = onnx_registry.schema("amanda/onnx/21")
+    ops = schema.op_schemas
+    assert "Softmax" in schema and "Initializer" in schema and "NoSuchOp" not in schema
+    before = set(ops._built)
+    assert len(before) < 10 and "Softmax" not in before  # (the structural ops, made up front)
+    softmax = schema["Softmax"]
+    assert set(ops._built) == before | {"Softmax"}
+    assert softmax == _op_schema(in_force(domain_data(DEFAULT_DOMAIN)["ops"]["Softmax"], 21), DEFAULT_DOMAIN)
+    assert schema.get("NoSuchOp") is None
+    names = [s.type for s in schema]  # iterating makes them all, in the order an eager schema had
+    assert names == sorted(n for n in names if n in ops._entries) + [n for n in names if n not in ops._entries]
+    assert len(names) == len(schema) and len(ops._built) == len(schema)
