@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("tensorflow")
 pytest.importorskip("onnx")
 
-MODULES = ["nonmaxsuppression"]
+MODULES = ["nonmaxsuppression", "scatterelements", "scatternd", "spacetodepth"]
 """onnx's case modules the ``cases`` fixture generates."""
 
 CONVERTS = [
@@ -23,6 +23,7 @@ CONVERTS = [
     "test_nonmaxsuppression_single_box", "test_nonmaxsuppression_identical_boxes",
     "test_nonmaxsuppression_center_point_box_format", "test_nonmaxsuppression_two_classes",
     "test_nonmaxsuppression_two_batches", "test_nonmaxsuppression_iou_threshold_boundary",
+    "test_scatter_elements_with_reduction_mul", "test_scatternd_multiply", "test_spacetodepth_crd_mode_example",
 ]
 """Cases the tables convert (each must convert and pass)."""
 
@@ -136,3 +137,26 @@ def test_pools_by_axis_against_reference(bench: Any, index: int) -> None:
     case = _case(model, [x], f"{op}_{index}", runtime=True)
     case.rtol, case.atol = 1e-5, 1e-6
     assert bench.attempt(case) == ("pass", ""), attrs
+
+
+@pytest.mark.parametrize("op", ["ScatterElements", "ScatterND"])
+def test_scatter_mul_duplicates_against_reference(bench: Any, op: str) -> None:
+    """reduction = mul with repeated and negative indices (int64: the products are exact in any order)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    if op == "ScatterElements":
+        shapes, node = ([3, 4], [3, 5], [3, 5]), helper.make_node(op, ["x", "i", "u"], ["y"], axis=1, reduction="mul")
+        idx = np.array([[0, 1, 1, -1, 3], [2, 2, 2, 0, -4], [1, 3, 0, 0, 1]], np.int64)
+    else:
+        shapes, node = ([4, 3, 2], [5, 1], [5, 3, 2]), helper.make_node(op, ["x", "i", "u"], ["y"], reduction="mul")
+        idx = np.array([[0], [2], [-4], [3], [2]], np.int64)
+    graph = helper.make_graph([node], "scatter", [helper.make_tensor_value_info("x", TensorProto.INT64, shapes[0]),
+                                                  helper.make_tensor_value_info("i", TensorProto.INT64, shapes[1]),
+                                                  helper.make_tensor_value_info("u", TensorProto.INT64, shapes[2])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
+    model = onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
+    rng = np.random.default_rng(3)
+    feeds = [rng.integers(-9, 9, size=shapes[0]), idx, rng.integers(-9, 9, size=shapes[2])]
+    assert bench.attempt(_case(model, feeds, op)) == ("pass", "")
