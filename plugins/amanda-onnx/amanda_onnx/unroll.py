@@ -314,7 +314,7 @@ def _recurrence(g: Graph, op: Op) -> str | None:
             c = w.gather(c0, d, elem, [batch, hidden]) if c0 is not None else \
                 w.const(np.zeros((batch, hidden), dtype=_FLOATS[elem]))
         reverse = direction == "reverse" or d == 1
-        zeros = w.const(np.zeros((), dtype=_FLOATS[elem]))
+        zeros = None if seq_lens is None else w.const(np.zeros((), dtype=_FLOATS[elem]))
         outs: dict[int, OutputPort] = {}
         bh = [batch, hidden]
         for t in (range(seq - 1, -1, -1) if reverse else range(seq)):
@@ -336,7 +336,8 @@ def _recurrence(g: Graph, op: Op) -> str | None:
                                     seq_lens], "bool", [batch], ["A", "B"], "C")
             within = w.unsqueeze(within, 1, "bool", [batch, 1])
             h = w.one("Where", [within, h_t, h], elem, bh, ["condition", "X", "Y"], "output")
-            outs[t] = w.one("Where", [within, h_t, zeros], elem, bh, ["condition", "X", "Y"], "output")
+            outs[t] = w.one("Where", [within, h_t, zeros], elem, bh, ["condition", "X", "Y"],  # type: ignore
+                            "output")
             if kind == "LSTM":
                 c = w.one("Where", [within, c_t, c], elem, bh, ["condition", "X", "Y"], "output")
         if seq_lens is not None:  # a sequence of no steps ends in zero states (as onnxruntime's kernels give)
@@ -344,9 +345,9 @@ def _recurrence(g: Graph, op: Op) -> str | None:
             some = w.one("Less", [w.const(np.array(0, dtype=np.int32 if lens_elem == "int32" else np.int64)),
                                   seq_lens], "bool", [batch], ["A", "B"], "C")
             some = w.unsqueeze(some, 1, "bool", [batch, 1])
-            h = w.one("Where", [some, h, zeros], elem, bh, ["condition", "X", "Y"], "output")
+            h = w.one("Where", [some, h, zeros], elem, bh, ["condition", "X", "Y"], "output")  # type: ignore
             if c is not None:
-                c = w.one("Where", [some, c, zeros], elem, bh, ["condition", "X", "Y"], "output")
+                c = w.one("Where", [some, c, zeros], elem, bh, ["condition", "X", "Y"], "output")  # type: ignore
         ys.append(w.concat([w.unsqueeze(w.unsqueeze(outs[t], 0, elem, [1] + bh), 1, elem, [1, 1] + bh)
                             for t in range(seq)], 0, elem, [seq, 1] + bh))
         yhs.append(w.unsqueeze(h, 0, elem, [1] + bh))
