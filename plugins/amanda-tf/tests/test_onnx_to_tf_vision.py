@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("tensorflow")
 pytest.importorskip("onnx")
 
-MODULES = ["nonmaxsuppression", "scatterelements", "scatternd", "spacetodepth"]
+MODULES = ["nonmaxsuppression", "scatterelements", "scatternd", "spacetodepth", "maxpool", "maxunpool"]
 """onnx's case modules the ``cases`` fixture generates."""
 
 CONVERTS = [
@@ -24,6 +24,8 @@ CONVERTS = [
     "test_nonmaxsuppression_center_point_box_format", "test_nonmaxsuppression_two_classes",
     "test_nonmaxsuppression_two_batches", "test_nonmaxsuppression_iou_threshold_boundary",
     "test_scatter_elements_with_reduction_mul", "test_scatternd_multiply", "test_spacetodepth_crd_mode_example",
+    "test_maxpool_with_argmax_2d_precomputed_pads", "test_maxpool_with_argmax_2d_precomputed_strides",
+    "test_maxunpool_export_without_output_shape",
 ]
 """Cases the tables convert (each must convert and pass)."""
 
@@ -160,3 +162,37 @@ def test_scatter_mul_duplicates_against_reference(bench: Any, op: str) -> None:
     rng = np.random.default_rng(3)
     feeds = [rng.integers(-9, 9, size=shapes[0]), idx, rng.integers(-9, 9, size=shapes[2])]
     assert bench.attempt(_case(model, feeds, op)) == ("pass", "")
+
+
+@pytest.mark.parametrize("storage_order", [0, 1])
+def test_maxpool_indices_against_runtime(bench: Any, storage_order: int) -> None:
+    """MaxPool's indices with pads, strides, dilations and many equal values (the first maximum in scan order),
+    two batches and channels, against onnxruntime."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[3, 2], pads=[1, 0, 1, 1], strides=[2, 1],
+                            dilations=[1, 2], storage_order=storage_order)
+    graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 6, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("i", TensorProto.INT64, None)])
+    model = onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)]))
+    x = np.random.default_rng(storage_order).integers(0, 3, size=(2, 3, 6, 5)).astype(np.float32)
+    assert bench.attempt(_case(model, [x], "maxpool_indices", runtime=True)) == ("pass", "")
+
+
+def test_maxunpool_repeated_indices_against_reference(bench: Any) -> None:
+    """MaxUnpool where two values go to one place (overlapping windows): the last one written stays."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("MaxUnpool", ["x", "i"], ["y"], kernel_shape=[2, 2], strides=[1, 1])
+    graph = helper.make_graph([node], "unpool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 2, 2]),
+                                                 helper.make_tensor_value_info("i", TensorProto.INT64, [1, 2, 2, 2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)]))
+    x = np.array([[[[1, 2], [3, 4]], [[5, 6], [7, 8]]]], np.float32)
+    i = np.array([[[[4, 4], [0, 8]], [[9, 10], [10, 17]]]], np.int64)
+    assert bench.attempt(_case(model, [x, i], "maxunpool_repeated")) == ("pass", "")
