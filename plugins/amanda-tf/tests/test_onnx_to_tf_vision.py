@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("tensorflow")
 pytest.importorskip("onnx")
 
-MODULES = ["nonmaxsuppression", "scatterelements", "scatternd", "spacetodepth", "maxpool", "maxunpool"]
+MODULES = ["nonmaxsuppression", "scatterelements", "scatternd", "spacetodepth", "maxpool", "maxunpool", "convtranspose"]
 """onnx's case modules the ``cases`` fixture generates."""
 
 CONVERTS = [
@@ -25,7 +25,7 @@ CONVERTS = [
     "test_nonmaxsuppression_two_batches", "test_nonmaxsuppression_iou_threshold_boundary",
     "test_scatter_elements_with_reduction_mul", "test_scatternd_multiply", "test_spacetodepth_crd_mode_example",
     "test_maxpool_with_argmax_2d_precomputed_pads", "test_maxpool_with_argmax_2d_precomputed_strides",
-    "test_maxunpool_export_without_output_shape",
+    "test_maxunpool_export_without_output_shape", "test_convtranspose_3d",
 ]
 """Cases the tables convert (each must convert and pass)."""
 
@@ -196,3 +196,27 @@ def test_maxunpool_repeated_indices_against_reference(bench: Any) -> None:
     x = np.array([[[[1, 2], [3, 4]], [[5, 6], [7, 8]]]], np.float32)
     i = np.array([[[[4, 4], [0, 8]], [[9, 10], [10, 17]]]], np.int64)
     assert bench.attempt(_case(model, [x, i], "maxunpool_repeated")) == ("pass", "")
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_convtranspose_3d_against_runtime(bench: Any, bias: bool) -> None:
+    """3-D ConvTranspose with strides, pads, output_padding (and a bias), against onnxruntime."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    ins = ["x", "w"] + (["b"] if bias else [])
+    node = helper.make_node("ConvTranspose", ins, ["y"], strides=[2, 1, 3], pads=[1, 0, 1, 0, 1, 2],
+                            output_padding=[1, 0, 2])
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 3, 4, 2]),
+              helper.make_tensor_value_info("w", TensorProto.FLOAT, [3, 2, 2, 3, 3])]
+    if bias:
+        inputs.append(helper.make_tensor_value_info("b", TensorProto.FLOAT, [2]))
+    graph = helper.make_graph([node], "ct", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
+    rng = np.random.default_rng(5)
+    feeds = [rng.standard_normal((2, 3, 3, 4, 2)).astype(np.float32),
+             rng.standard_normal((3, 2, 2, 3, 3)).astype(np.float32)] + ([np.array([0.5, -2], np.float32)] if bias else [])
+    case = _case(model, feeds, "convtranspose_3d", runtime=True)
+    case.rtol, case.atol = 1e-5, 1e-5
+    assert bench.attempt(case) == ("pass", "")
