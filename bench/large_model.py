@@ -13,10 +13,11 @@ each command runs in its own process:
 * ``amanda export``: ``amanda convert m.onnx -o out.onnx`` (re-export);
 * ``amanda 13->21``: ``amanda convert m.onnx --to amanda/onnx/21 -o out.onnx``.
 
-Each Amanda command runs two ways (``--runner``): ``cli`` is ``amanda convert`` itself, which first loads the
-mapping tables of every installed plugin (torch's and TF's too: a fixed cost independent of the model);
-``driver`` makes the same calls ``amanda convert`` makes for an ONNX model (load, shape inference, conversion with
-the ONNX opset tables, save) in a short script, which shows what the model itself costs.
+Each Amanda command runs two ways (``--runner``): ``cli`` is ``amanda convert`` itself, which first loads every
+installed plugin (torch's and TF's too, without their frameworks) and reads the headers of the tables that can be
+on the way (the opset steps it applies are built then: a fixed cost independent of the model); ``driver`` makes
+the same calls ``amanda convert`` makes for an ONNX model (load, shape inference, conversion with the ONNX opset
+tables, save) in a short script, which shows what the model itself costs.
 
 The floor is measured twice: ``cp`` alone (the bytes reach the page cache, not the disk) and ``cp + sync``
 (``cp`` then ``sync`` of the copied files, i.e. fsync: the bytes are on disk).  Amanda's write is atomic (a
@@ -213,7 +214,7 @@ print(all(np.array_equal(outs[0], o) for o in outs[1:]))
 COMMANDS = (("amanda export", []), ("amanda 13->21", ["--to", "amanda/onnx/21"]))
 
 # What `amanda convert` does for an ONNX model, with the ONNX plugin's own tables only (the command line loads
-# every installed plugin's tables first, a fixed cost that --cli includes)
+# every installed plugin first, a fixed cost that --cli includes)
 _DRIVER = """
 import sys
 import amanda_onnx
@@ -241,7 +242,7 @@ FLOORS = (("python -c 'import onnx'", [PY, "-c", "import onnx"]),
           ("amanda --help", [PY, "-m", "amanda_core", "--help"]))
 
 
-def startup(workdir: str) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+def startup(workdir: str) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
     """The costs that do not depend on the weights: the wall time of each Amanda command on a 64x64 one-layer model
     (start-up, the plugins, the tables a conversion builds), and the wall and CPU time of the floors
     (:data:`FLOORS`).  Each command runs once first, untimed, to fill the bytecode cache."""
@@ -255,7 +256,8 @@ def startup(workdir: str) -> tuple[dict[str, float], dict[str, dict[str, float]]
         for label, extra in COMMANDS:
             cmd = amanda_cmd(src, extra, os.path.join(d, "o.onnx"), runner)
             measure(cmd, env=env)
-            out[f"{label} ({runner})"] = best_of(cmd, env=env)["time"]
+            r = best_of(cmd, env=env)
+            out[f"{label} ({runner})"] = {"time": r["time"], "cpu": r["cpu"]}
     floors = {}
     for label, cmd in FLOORS:
         measure(cmd, env=env)
@@ -266,7 +268,7 @@ def startup(workdir: str) -> tuple[dict[str, float], dict[str, dict[str, float]]
 
 
 def bench_one(workdir: str, gb: float, external: bool, ort_check_gb: float,
-              fixed: dict[str, float], floors: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
+              fixed: dict[str, dict[str, float]], floors: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
     layers = max(1, round(gb * 1e9 / LAYER_BYTES))
     kind = "external" if external else "inline"
     d = os.path.join(workdir, f"{gb}gb_{kind}")
@@ -330,7 +332,7 @@ def bench_one(workdir: str, gb: float, external: bool, ort_check_gb: float,
         row["file_bytes"] = size
         row["x_cp"] = row["time"] / cp_time if cp_time else float("nan")
         row["x_cp_sync"] = row["time"] / sync_time if sync_time else float("nan")
-        row["fixed"] = fixed.get(row["command"], 0.0)
+        row["fixed"] = fixed.get(row["command"], {}).get("time", 0.0)
         row["net_x_cp_sync"] = max(row["time"] - row["fixed"], 0.0) / sync_time if sync_time else float("nan")
         row["anon_target_mb"] = 300 + 0.05 * nbytes / 2**20
         row.pop("stderr", None)
@@ -371,7 +373,7 @@ def main() -> None:
         rows.extend(new)
         print(json.dumps(new), file=sys.stderr, flush=True)
     print(f"best of {REPEAT[0]} runs each (wall and CPU); fixed cost of each Amanda command on a 64x64 one-layer "
-          "model: " + ", ".join(f"{k} {v:.2f} s" for k, v in fixed.items()))
+          "model: " + ", ".join(f"{k} {v['time']:.2f} s wall, {v['cpu']:.2f} s CPU" for k, v in fixed.items()))
     print("floors (no weights): " + ", ".join(f"{k} {v['time']:.2f} s wall, {v['cpu']:.2f} s CPU"
                                              for k, v in floors.items()))
     print("| model | command | time s | CPU s | x cp | x (cp + sync) | (time - fixed) x (cp + sync) | peak RSS MB "
