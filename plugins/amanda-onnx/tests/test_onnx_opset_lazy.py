@@ -108,3 +108,37 @@ def test_op_schemas_are_made_when_first_looked_up(onnx_registry: Any) -> None:
     names = [s.type for s in schema]  # iterating makes them all, in the order an eager schema had
     assert names == sorted(n for n in names if n in ops._entries) + [n for n in names if n not in ops._entries]
     assert len(names) == len(schema) and len(ops._built) == len(schema)
+
+
+_COMMAND = """
+import json, sys
+from amanda_core.cli.main import main
+code = main(["convert", "--quiet", sys.argv[1], "--to", "amanda/onnx/21", "-o", sys.argv[2]])
+from amanda_onnx import opset
+print(json.dumps({"code": code, "built": sorted(t.name for t in opset.tables() if t.built),
+                  "frameworks": sorted(m for m in ("torch", "tensorflow") if m in sys.modules)}))
+"""
+
+
+def test_the_command_builds_the_steps_it_takes_and_imports_no_framework(tmp_path: Any) -> None:
+    """``amanda convert m.onnx --to amanda/onnx/21`` in a process of its own (every installed plugin loaded):
+    the 8 steps are built, no other table, and neither torch nor TensorFlow is imported."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import onnx
+
+    src, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(softmax_13(), str(src))
+    from amanda_core.plugin.manager import ENV_DISABLE, ENV_ONLY
+
+    env = {k: v for k, v in os.environ.items() if k not in (ENV_DISABLE, ENV_ONLY)}
+    res = subprocess.run([sys.executable, "-c", _COMMAND, str(src), str(out)], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    report = json.loads(res.stdout.strip().splitlines()[-1])
+    assert report["code"] == 0 and out.exists()
+    assert report["built"] == sorted(STEPS_13_TO_21)
+    assert report["frameworks"] == []
