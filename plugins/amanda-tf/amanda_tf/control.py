@@ -460,7 +460,12 @@ def _outer_values(body: Graph) -> list[str]:
     return seen
 
 
-def _to_tf(g: Graph, inherited: str | None, tf_ns: str, report: ControlReport) -> None:
+def _to_tf(g: Graph, inherited: str | None, tf_ns: str, report: ControlReport, nested: bool = False) -> None:
+    """Innermost first: a body's control flow takes the values it reads from the body (its inputs, its ops, or
+    the body's own reads of the graph around it, added when missing), before the body's op is converted."""
+    for op in list(g):
+        for body in _graph_attrs(op):
+            _to_tf(body, inherited, tf_ns, report, nested=True)
     for op in list(g.topological_order()):
         if op.graph is not g or op.type not in ("If", "Loop"):
             continue
@@ -469,23 +474,40 @@ def _to_tf(g: Graph, inherited: str | None, tf_ns: str, report: ControlReport) -
             continue
         try:
             if op.type == "If":
-                _if_to_tf(g, op, tf_ns)
+                _if_to_tf(g, op, tf_ns, ns, nested)
             else:
-                _loop_to_tf(g, op, tf_ns, ns)
+                _loop_to_tf(g, op, tf_ns, ns, nested)
         except _Refused as e:
             report.left.append(f"{op.type} {op.name!r}: {e}")
         else:
             report.converted[op.type] = report.converted.get(op.type, 0) + 1
-    for op in list(g):
-        for body in _graph_attrs(op):
-            _to_tf(body, inherited, tf_ns, report)
 
 
-def _resolve(g: Graph, names: list[str], what: str) -> list[OutputPort]:
+def _carry_names(old: Op, outs: list[OutputPort]) -> None:
+    """The ops making ``outs`` record the ONNX names of the values ``old`` made, so that a body converted later
+    still finds them by name (``_scope_values``)."""
+    recorded = (old.meta or {}).get("outputs") or {}
+    for q, r in zip(old.output_ports, outs):
+        producer = r.op
+        if q.name in recorded and producer is not None:
+            meta = dict(producer.meta or {})
+            meta["outputs"] = {**(meta.get("outputs") or {}), r.name: recorded[q.name]}
+            producer.meta = meta
+
+
+def _resolve(g: Graph, names: list[str], what: str, nested: bool = False,
+             bodies: tuple[Graph, ...] = ()) -> list[OutputPort]:
+    """The values ``names`` in ``g``; in a nested graph, a name it does not make is read from the graph around it
+    through an ``OuterValue`` (typed as the ``bodies`` read it), which that graph's own op then captures."""
     scope = _scope_values(g)
     missing = [n for n in names if n not in scope]
-    if missing:
+    if missing and not nested:
         raise _Refused(f"{what} reads {missing[0]!r}, which the enclosing graph does not produce")
+    for n in missing:
+        dtype = next((o.output_ports[0].dtype for b in bodies for o in b
+                      if o.type == "OuterValue" and str(o.attrs.get("name")) == n and o.output_ports[0].dtype), None)
+        ov = g.add_op("OuterValue", g.unique_name(f"outer_{n}"), attrs={"name": n}, outputs=[("output", dtype)])
+        scope[n] = ov.output_ports[0]
     return [scope[n] for n in names]
 
 
@@ -521,7 +543,7 @@ def _tf_shapes(ports: list[Any]) -> list[Any]:
     return shapes
 
 
-def _if_to_tf(g: Graph, op: Op, tf_ns: str) -> None:
+def _if_to_tf(g: Graph, op: Op, tf_ns: str, onnx_ns: str | None = None, nested: bool = False) -> None:
     then_b, else_b = op.attrs.get("then_branch"), op.attrs.get("else_branch")
     if not isinstance(then_b, Graph) or not isinstance(else_b, Graph):
         raise _Refused("a branch is not a graph")
@@ -529,7 +551,7 @@ def _if_to_tf(g: Graph, op: Op, tf_ns: str) -> None:
     if cond is None:
         raise _Refused("its condition is fed by nothing")
     names = _outer_values(then_b) + [n for n in _outer_values(else_b) if n not in _outer_values(then_b)]
-    sources = _resolve(g, names, "a branch")
+    sources = _resolve(g, names, "a branch", nested, (then_b, else_b))
     tin = _tf_types(sources)
     for i, q in enumerate(op.output_ports):  # an output nobody typed: what the branches return says it
         for b in (then_b, else_b):
@@ -547,17 +569,18 @@ def _if_to_tf(g: Graph, op: Op, tf_ns: str) -> None:
     if any(s is None for s in attrs["output_shapes"]):
         del attrs["output_shapes"]
     for b in (then_b, else_b):
-        _tf_function_attrs(b, _ns(op, None) or g.namespace)
+        _tf_function_attrs(b, onnx_ns or _ns(op, None) or g.namespace)
     new = g.add_op("StatelessIf", g.unique_name(op.name + "/if"), namespace=tf_ns,
                    inputs=[("cond", cond.dtype)] + [(f"input_{i}", s.dtype) for i, s in enumerate(sources)],
                    outputs=[(f"output_{i}", q.dtype) for i, q in enumerate(op.output_ports)],
                    attrs=attrs, sources=[cond] + sources)
     name = op.name
+    _carry_names(op, list(new.output_ports))
     _replace_op(g, op, new, list(new.output_ports))
     g.rename_op(new, name)
 
 
-def _loop_to_tf(g: Graph, op: Op, tf_ns: str, onnx_ns: str) -> None:
+def _loop_to_tf(g: Graph, op: Op, tf_ns: str, onnx_ns: str, nested: bool = False) -> None:
     body = op.attrs.get("body")
     if not isinstance(body, Graph):
         raise _Refused("its body is not a graph")
@@ -575,7 +598,7 @@ def _loop_to_tf(g: Graph, op: Op, tf_ns: str, onnx_ns: str) -> None:
     if any(s is None for s in sources):
         raise _Refused("a loop variable is fed by nothing")
     names = _outer_values(body)
-    captured = _resolve(g, names, "its body")
+    captured = _resolve(g, names, "its body", nested, (body,))
     tout = _tf_types(sources) if sources else []  # type: ignore[arg-type]
     tcap = _tf_types(captured)
 
@@ -594,6 +617,8 @@ def _loop_to_tf(g: Graph, op: Op, tf_ns: str, onnx_ns: str) -> None:
     v_in = list(body.input_ports)[2:]
     c_out = body.output_ports[0].source
     v_out = [go.source for go in list(body.output_ports)[1:1 + n]]
+    returned = [go.dtype if go.dtype is not None else (go.source.dtype if go.source is not None else None)
+                for go in list(body.output_ports)[1:1 + n]]
     s_out = [go.source for go in list(body.output_ports)[1 + n:]]
     if c_out is None or any(v is None for v in v_out + s_out):
         raise _Refused("a body output is fed by nothing")
@@ -612,6 +637,14 @@ def _loop_to_tf(g: Graph, op: Op, tf_ns: str, onnx_ns: str) -> None:
         b_v.append(q)
     for p in [it_in, cond_in] + v_in:
         body.remove_input_port(p)
+    unwrap = []  # an optional loop variable the body returns as its value: kept optional through the loop
+    for k, (p, t) in enumerate(zip(b_v, returned)):
+        if str(p.dtype).startswith("optional(") and t is not None and not str(t).startswith("optional(") \
+                and v_out[k] is not None:
+            wrap = body.add_op("Optional", body.unique_name(f"v_{k}_optional"), namespace=onnx_ns,
+                               inputs=["input"], outputs=[("output", p.dtype)], sources=[v_out[k]])
+            v_out[k] = wrap.output_ports[0]
+            unwrap.append(k)
     b_s = [body.add_input_port(f"scan_{k}", "variant") for k in range(scans)]
     s_pushed = [body.add_op("TensorListPushBack", body.unique_name(f"scan_{k}_push"), namespace=tf_ns,
                             inputs=["input_handle", "tensor"], outputs=[("output_handle", "variant")],
@@ -672,8 +705,14 @@ def _loop_to_tf(g: Graph, op: Op, tf_ns: str, onnx_ns: str) -> None:
                          attrs={"element_dtype": t, "num_elements": -1},
                          sources=[new.output_ports[3 + n + k], const(shape, f"scan_{k}_element_shape")])
         stacked.append(stack.output_ports[0])
+    finals = list(new.output_ports)[3:3 + n]
+    for k in unwrap:  # the Loop's output is the value
+        get = g.add_op("OptionalGetElement", g.unique_name(f"{op.name}/v_{k}_value"), namespace=onnx_ns,
+                       inputs=["input"], outputs=[("output", op.output_ports[k].dtype)], sources=[finals[k]])
+        finals[k] = get.output_ports[0]
     name = op.name
-    _replace_op(g, op, new, list(new.output_ports)[3:3 + n] + stacked)
+    _carry_names(op, finals + stacked)
+    _replace_op(g, op, new, finals + stacked)
     g.rename_op(new, name)
 
 

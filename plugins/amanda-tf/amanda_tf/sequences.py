@@ -159,8 +159,9 @@ def onnx_sequences_to_tf(graph: Graph) -> ControlReport:
                 continue
             if op.type == "Identity" and not any(_is_variant(p.dtype) for p in op.output_ports):
                 continue
+            main = graph.namespace if graph.namespace and graph.namespace.startswith(ONNX_FAMILY) else ns
             try:
-                _Writer(g, op, tf_ns, ns).write()
+                _Writer(g, op, tf_ns, main).write()  # the ONNX ops it adds in the namespace the table reads
             except _Refused as e:
                 report.left.append(f"{op.type} {op.name!r}: {e}")
             else:
