@@ -4,7 +4,7 @@
 1. run as is in onnxruntime against its expected outputs (onnxruntime's own pass count);
 2. read with ``amanda_onnx.load_model``, typed by onnx's shape inference, converted to ``amanda/tensorflow`` with
    the ONNX opset tables, the ``onnx_to_tf*.yaml`` tables of amanda-tf and its tables that go ahead of the chain
-   (``onnx_*_to_tf*.yaml``), and run with
+   (``onnx_*_to_tf*.yaml``) and the registered graph passes but the layout pass (:func:`passes`), and run with
    ``amanda_tf.runner.run`` against the same expected outputs, compared the way onnx's backend tests compare
    (same shape and dtype, ``assert_allclose`` with the case's ``rtol``/``atol``).
 
@@ -52,6 +52,20 @@ def tables() -> list[Any]:
         parts = [load_table(p, trusted=True) for p in paths]
         _TABLES = [*opset.tables(), *merge_parts(parts)]
     return _TABLES
+
+
+_PASSES: list[Any] | None = None
+
+
+def passes() -> list[Any]:
+    """The registered graph passes, as ``amanda convert`` runs them (control flow, sequences, unrolling), but the
+    layout pass ``tf-layout-nhwc``, which ``bench/onnx_node_suite_tf_nhwc.py`` measures on its own."""
+    global _PASSES
+    if _PASSES is None:
+        from amanda_core.plugin.passes import registered_passes
+
+        _PASSES = [p for p in registered_passes() if p.name != "tf-layout-nhwc"]
+    return _PASSES
 
 
 def load_cases(names: Iterable[str] | None = None) -> list[Any]:
@@ -186,7 +200,7 @@ def to_tf(model: Any) -> Any:
             inferer.infer(graph)
         except AmandaError:
             pass
-    out = convert(graph, "amanda/tensorflow", tables(), reg.namespaces, copy=False).graph
+    out = convert(graph, "amanda/tensorflow", tables(), reg.namespaces, copy=False, passes=passes()).graph
     for port in out.output_ports:  # a value a new op makes carries no dtype yet: the graph output's says it
         src = port.source
         if src is not None and src.dtype is None and port.dtype is not None:

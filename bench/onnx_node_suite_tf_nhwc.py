@@ -1,9 +1,9 @@
 """The ONNX node suite converted to TensorFlow with the layout pass ``tf-layout-nhwc`` run after each conversion.
 
-``bench/onnx_node_suite_tf.py`` converts each case with the ONNX -> TF tables alone; this runs the same suite with
-``amanda_tf.layout_tf.optimize`` applied to every converted graph (what ``amanda convert`` does), so that a
-rewrite of the pass that changed a result shows as a wrong or failing case, and prints the transposes the pass
-found and left over all cases.  Takes the same arguments:
+``bench/onnx_node_suite_tf.py`` converts each case with the ONNX -> TF tables and passes but the layout pass; this
+runs the same suite with ``amanda_tf.layout_tf.optimize`` applied to every converted graph (what ``amanda convert``
+does), so that a rewrite of the pass that changed a result shows as a wrong or failing case, and prints the
+transposes the pass found and left over all cases.  Takes the same arguments:
 
     .venv/bin/python bench/onnx_node_suite_tf_nhwc.py [-v] [-k WORD ...] [case ...]
 
