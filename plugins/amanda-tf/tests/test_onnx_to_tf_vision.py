@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("tensorflow")
 pytest.importorskip("onnx")
 
-MODULES = ["nonmaxsuppression", "scatterelements", "scatternd", "spacetodepth", "maxpool", "maxunpool", "convtranspose"]
+MODULES = ["nonmaxsuppression", "scatterelements", "scatternd", "spacetodepth", "maxpool", "maxunpool", "convtranspose", "ai_onnx_ml.tree_ensemble"]
 """onnx's case modules the ``cases`` fixture generates."""
 
 CONVERTS = [
@@ -26,6 +26,7 @@ CONVERTS = [
     "test_scatter_elements_with_reduction_mul", "test_scatternd_multiply", "test_spacetodepth_crd_mode_example",
     "test_maxpool_with_argmax_2d_precomputed_pads", "test_maxpool_with_argmax_2d_precomputed_strides",
     "test_maxunpool_export_without_output_shape", "test_convtranspose_3d",
+    "test_ai_onnx_ml_tree_ensemble_single_tree", "test_ai_onnx_ml_tree_ensemble_set_membership",
 ]
 """Cases the tables convert (each must convert and pass)."""
 
@@ -220,3 +221,62 @@ def test_convtranspose_3d_against_runtime(bench: Any, bias: bool) -> None:
     case = _case(model, feeds, "convtranspose_3d", runtime=True)
     case.rtol, case.atol = 1e-5, 1e-5
     assert bench.attempt(case) == ("pass", "")
+
+
+def _forest(rng: Any, trees: int, features: int, targets: int) -> dict[str, Any]:
+    """Random trees in TreeEnsemble's attributes: every mode, set members, missing values tracking true."""
+    attrs: dict[str, list[Any]] = {k: [] for k in ("modes", "splits", "features", "true", "false", "trueleaf",
+                                                   "falseleaf", "tracks", "members", "targets", "weights", "roots")}
+    values = [0.5, 1.0, 1.5, 2.0, 2.5]
+
+    def leaf() -> int:
+        attrs["targets"].append(int(rng.integers(targets)))
+        attrs["weights"].append(float(rng.integers(-20, 20)) / 4)
+        return len(attrs["weights"]) - 1
+
+    def node(depth: int) -> int:
+        i = len(attrs["modes"])
+        mode = int(rng.integers(7))
+        for key, v in (("modes", mode), ("splits", float(rng.choice(values))), ("features", int(rng.integers(features))),
+                       ("tracks", int(rng.integers(2))), ("true", 0), ("false", 0), ("trueleaf", 1), ("falseleaf", 1)):
+            attrs[key].append(v)
+        if mode == 6:
+            attrs["members"] += [float(v) for v in rng.choice(values, size=int(rng.integers(1, 3)))] + [float("nan")]
+        for side in ("true", "false"):
+            if depth < 3 and rng.random() < 0.6:
+                attrs[side][i], attrs[side + "leaf"][i] = node(depth + 1), 0
+            else:
+                attrs[side][i] = leaf()
+        return i
+
+    for _ in range(trees):
+        attrs["roots"].append(node(0))
+    return attrs
+
+
+@pytest.mark.parametrize("aggregate", [0, 1])
+def test_tree_ensemble_random_against_reference(bench: Any, aggregate: int) -> None:
+    """Random forests (every comparison mode, set membership, NaN inputs going the true way where the node says
+    so), SUM and AVERAGE, against onnx's reference evaluator."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(11 + aggregate)
+    f = _forest(rng, trees=4, features=3, targets=2)
+    node = helper.make_node(
+        "TreeEnsemble", ["x"], ["y"], domain="ai.onnx.ml", n_targets=2, aggregate_function=aggregate,
+        post_transform=0, tree_roots=f["roots"], nodes_featureids=f["features"],
+        nodes_modes=helper.make_tensor("m", TensorProto.UINT8, [len(f["modes"])], f["modes"]),
+        nodes_splits=helper.make_tensor("s", TensorProto.DOUBLE, [len(f["splits"])], f["splits"]),
+        nodes_truenodeids=f["true"], nodes_falsenodeids=f["false"], nodes_trueleafs=f["trueleaf"],
+        nodes_falseleafs=f["falseleaf"], nodes_missing_value_tracks_true=f["tracks"],
+        membership_values=helper.make_tensor("v", TensorProto.DOUBLE, [len(f["members"])], f["members"])
+        if f["members"] else None,
+        leaf_targetids=f["targets"], leaf_weights=helper.make_tensor("w", TensorProto.DOUBLE, [len(f["weights"])],
+                                                                      f["weights"]))
+    graph = helper.make_graph([node], "forest", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [40, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [40, 2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("ai.onnx.ml", 5)])
+    x = rng.choice([0.5, 1.0, 1.5, 2.0, 2.5, float("nan")], size=(40, 3))
+    assert bench.attempt(_case(model, [x], "forest")) == ("pass", "")
