@@ -163,7 +163,16 @@ class Expression:
         """Free names the expression reads (bound variables, helpers, built-ins)."""
 
     def evaluate(self, env: Mapping[str, Any]) -> Any:
-        scope = dict(env)
+        library = getattr(env, "library", None)
+        if library is None:
+            scope = dict(env)
+        else:  # a match's Scope: only the names the code reads, the match's before the library's
+            scope = {}
+            for name in self.names:
+                if name in env:
+                    scope[name] = env[name]
+                elif name in library:
+                    scope[name] = library[name]
         scope["__builtins__"] = SAFE_BUILTINS
         try:
             if self._is_body:

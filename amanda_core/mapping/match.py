@@ -193,6 +193,8 @@ class _Search:
         self.taken = taken
         self.rule_comm = bool(rule.commutative) if rule is not None else False
         self.order = _plan(pattern)
+        self.ready = _ready_edges(pattern, self.order)
+        """For each step of the order: the pattern edges that step's op closes (both ends bound by then)."""
         self.schemas: dict[Op, OpSchema | None] = {}
         self.why: _Why | None = None
         """The recorder of failures, set only while :meth:`Matcher.why_not` runs."""
@@ -552,10 +554,7 @@ class _Search:
             if not self.op_fits(op, pat, m2, d2):
                 continue
             m2.ops[key] = op
-            bound = set(m2.ops)
-            ready = [e for e in self.pattern.edges
-                     if e.src.op in bound and e.dst.op in bound and (e.src.op == key or e.dst.op == key)]
-            for m3 in self.edges_fit(m2, ready):
+            for m3 in self.edges_fit(m2, self.ready[i]):
                 yield from self.grow(i + 1, m3, d2, index)
         if not tried and self.why is not None:
             if via is None:
@@ -640,6 +639,18 @@ def _plan(pattern: Pattern) -> list[tuple[str, tuple[EdgeSpec, bool] | None]]:
     return order
 
 
+def _ready_edges(pattern: Pattern, order: Sequence[tuple[str, Any]]) -> list[tuple[EdgeSpec, ...]]:
+    """The edges to check when each op of ``order`` is bound: those between it and the ops bound before it (or
+    itself), in the pattern's order."""
+    out: list[tuple[EdgeSpec, ...]] = []
+    bound: set[str] = set()
+    for key, _ in order:
+        bound.add(key)
+        out.append(tuple(e for e in pattern.edges
+                         if e.src.op in bound and e.dst.op in bound and (e.src.op == key or e.dst.op == key)))
+    return out
+
+
 def type_index(graph: Graph) -> dict[str | None, list[Op]]:
     """Ops by type, each list in topological order (insertion order if the graph has a cycle)."""
     from ..errors import GraphCycleError
@@ -675,10 +686,9 @@ class Matcher:
         if not search.op_fits(anchor, self.pattern.ops[key], m, deferred):
             return None
         m.ops[key] = anchor
-        ready = [e for e in self.pattern.edges if e.src.op == key and e.dst.op == key]
         if self._index is None:
             self._index = type_index(self.graph) if len(search.order) > 1 else {}
-        for m2 in search.edges_fit(m, ready):
+        for m2 in search.edges_fit(m, search.ready[0]):
             for found in search.grow(1, m2, deferred, self._index):
                 return found
         return None

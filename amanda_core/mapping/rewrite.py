@@ -35,7 +35,7 @@ __all__ = ["RewriteContext", "Rewrite", "MappingError", "apply_template", "defau
 
 import contextlib
 import contextvars
-from typing import Any, Callable, Iterator, Sequence
+from typing import AbstractSet, Any, Callable, Iterator, Sequence
 
 import attrs
 
@@ -129,7 +129,7 @@ def _as_dtype_text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def default_ports(schema: OpSchema | None, kind: str, wanted: set[str], count: int = 0) -> list[str]:
+def default_ports(schema: OpSchema | None, kind: str, wanted: AbstractSet[str], count: int = 0) -> list[str]:
     """Port names for a new op: the schema's slots in order, up to the last one that is required, referenced
     (``wanted``) or needed to place ``count`` positional ports; variadic slots numbered as referenced."""
     if schema is None:
@@ -156,6 +156,64 @@ def default_ports(schema: OpSchema | None, kind: str, wanted: set[str], count: i
     return names
 
 
+@attrs.frozen
+class _Shape:
+    """What a mapper does with one set of matched keys, the same for every match of the rule: worked out once
+    (:func:`_shape_of`), not per match."""
+
+    kept: tuple[str, ...]
+    removed: tuple[str, ...]
+    new_keys: tuple[str, ...]
+    data_edges: tuple[EdgeSpec, ...]
+    control_edges: tuple[EdgeSpec, ...]
+    positional: bool
+    """One op replaced by one op, and the mapper names none of its ports: edges carried by position."""
+    wanted_in: dict[str, frozenset[str]]
+    """For each new op: the input ports mapper edges and ``consts`` name."""
+    wanted_out: dict[str, frozenset[str]]
+    problem: str | None
+    """Why the mapper cannot apply to such a match (an edge end naming no op of the match or the mapper, a control
+    edge joining a removed op), or None."""
+
+
+_SHAPES: dict[tuple[int, tuple[str, ...]], tuple[Template, _Shape]] = {}
+
+
+def _shape_of(t: Template, keys: tuple[str, ...]) -> _Shape:
+    cached = _SHAPES.get((id(t), keys))
+    if cached is not None and cached[0] is t:
+        return cached[1]
+    kept = tuple(k for k in keys if k in t.ops)
+    removed = tuple(k for k in keys if k not in t.ops)
+    new_keys = tuple(k for k in t.ops if k not in keys)
+    data = tuple(e for e in t.edges if not e.control)
+    control = tuple(e for e in t.edges if e.control)
+    positional = (len(removed) == 1 and len(new_keys) == 1 and not kept
+                  and not any(e.src.op == removed[0] or e.dst.op == removed[0] for e in t.edges))
+    wanted_in: dict[str, set[str]] = {k: set(t.ops[k].consts) for k in new_keys}
+    wanted_out: dict[str, set[str]] = {k: set() for k in new_keys}
+    for e in data:
+        if e.src.op in wanted_out:
+            wanted_out[e.src.op].add(e.src.port)
+        if e.dst.op in wanted_in:
+            wanted_in[e.dst.op].add(e.dst.port)
+    known = set(keys) | set(new_keys)
+    problem = None
+    for e in t.edges:
+        for end in (e.src, e.dst):
+            if problem is None and end.op not in known:
+                problem = f"edge end {end} names no op of the match or the mapper"
+        if e.control and problem is None and (e.src.op in removed or e.dst.op in removed):
+            problem = f"control edge {e} joins an op the rule removes or does not know"
+    shape = _Shape(kept, removed, new_keys, data, control, positional,
+                   {k: frozenset(v) for k, v in wanted_in.items()}, {k: frozenset(v) for k, v in wanted_out.items()},
+                   problem)
+    if len(_SHAPES) > 4096:
+        _SHAPES.clear()
+    _SHAPES[(id(t), keys)] = (t, shape)
+    return shape
+
+
 class _Applier:
     def __init__(self, graph: Graph, match: Match, rule: Rule, ctx: RewriteContext) -> None:
         self.g = graph
@@ -164,17 +222,18 @@ class _Applier:
         self.ctx = ctx
         self.t = rule.dst
         self.env = ctx.match_ctx.env(graph, match, rule.src)
-        matched = list(match.ops)
-        self.kept = {k: match.ops[k] for k in matched if k in self.t.ops}
-        self.removed = {k: match.ops[k] for k in matched if k not in self.t.ops}
+        self.shape = shape = _shape_of(self.t, tuple(match.ops))
+        ops = match.ops
+        self.kept = {k: ops[k] for k in shape.kept}
+        self.removed = {k: ops[k] for k in shape.removed}
         self.removed_set = set(self.removed.values())
-        self.new_keys = [k for k in self.t.ops if k not in match.ops]
+        self.new_keys = shape.new_keys
         self.new: dict[str, Op] = {}
         self.deferred_names: list[tuple[str, str]] = []  # (temporary name, name it takes after the removal)
         self.dead_candidates: list[Op | None] = []  # constant ops that may go unread after the rewrite
         self.consts_made: list[Op] = []
         self.plans: dict[str, _OpPlan] = {}
-        last = match.ops[matched[-1]] if matched else None
+        last = next(reversed(ops.values()), None)
         self.default_op = OpView(last, ctx.match_ctx.parse_dtype) if last is not None else None
 
     def fail(self, message: str) -> MappingError:
@@ -290,10 +349,7 @@ class _Applier:
 
     def positional(self) -> bool:
         """One op replaced by one op, and the mapper names none of its ports: carry edges by position."""
-        if len(self.removed) != 1 or len(self.new_keys) != 1 or self.kept:
-            return False
-        (rkey,) = self.removed
-        return not any(e.src.op == rkey or e.dst.op == rkey for e in self.t.edges)
+        return self.shape.positional
 
     def contained(self) -> bool:
         if self.positional():
@@ -333,15 +389,8 @@ class _Applier:
         """Evaluate what the mapper says of each op (type, name, attributes, meta, port types, constants) and
         check what can be checked on the graph as it is (edge ends and control edges name ops of the match or
         the mapper); raises MappingError with the graph untouched."""
-        known = set(self.m.ops) | set(self.new_keys)
-        for e in self.t.edges:
-            for end in (e.src, e.dst):
-                if end.op not in known:
-                    raise self.fail(f"edge end {end} names no op of the match or the mapper")
-            if e.control:
-                for end in (e.src, e.dst):
-                    if end.op in self.removed:
-                        raise self.fail(f"control edge {e} joins an op the rule removes or does not know")
+        if self.shape.problem is not None:
+            raise self.fail(self.shape.problem)
         for key, tpl in self.t.ops.items():
             if key not in self.new_keys and key not in self.kept:
                 continue
@@ -389,21 +438,11 @@ class _Applier:
         return out
 
     def create(self) -> None:
-        wanted_in: dict[str, set[str]] = {k: set() for k in self.new_keys}
-        wanted_out: dict[str, set[str]] = {k: set() for k in self.new_keys}
-        for e in self.t.edges:
-            if e.control:
-                continue
-            if e.src.op in wanted_out:
-                wanted_out[e.src.op].add(e.src.port)
-            if e.dst.op in wanted_in:
-                wanted_in[e.dst.op].add(e.dst.port)
+        wanted_in, wanted_out = self.shape.wanted_in, self.shape.wanted_out
         count_in = count_out = 0
         if self.positional():
             (r,) = self.removed.values()
             count_in, count_out = len(r.input_ports), len(r.output_ports)
-        for key in self.new_keys:
-            wanted_in[key].update(self.t.ops[key].consts)
         for key in self.new_keys:
             tpl = self.t.ops[key]
             plan = self.plans[key]
@@ -594,9 +633,7 @@ class _Applier:
 
     def connect_edges(self) -> None:
         plans: list[tuple[EdgeSpec, list[Port | None], list[tuple[str, Port]]]] = []
-        for e in self.t.edges:
-            if e.control:
-                continue
+        for e in self.shape.data_edges:
             plans.append((e, self.source_of(e.src), self.targets_of(e.dst)))  # resolve before changing
         for e, sources, targets in plans:
             if len(sources) != len(targets) and e.dst.group and e.dst.op in self.new:
@@ -651,9 +688,7 @@ class _Applier:
             self.g.replace_all_uses(q, new_out[j])
 
     def control(self) -> None:
-        for e in self.t.edges:
-            if not e.control:
-                continue
+        for e in self.shape.control_edges:
             a = self.new.get(e.src.op) or self.m.ops.get(e.src.op)
             b = self.new.get(e.dst.op) or self.m.ops.get(e.dst.op)
             if a is None or b is None or a in self.removed_set or b in self.removed_set:

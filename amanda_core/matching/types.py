@@ -3,7 +3,7 @@ module, neither on the other for it)."""
 
 from __future__ import annotations
 
-__all__ = ["Match", "MatchContext"]
+__all__ = ["Match", "MatchContext", "Scope"]
 
 from typing import Any, Callable, Mapping
 
@@ -41,6 +41,28 @@ class Match:
         return ", ".join(f"{k}={op.name}" for k, op in self.ops.items())
 
 
+class Scope(dict):  # type: ignore[type-arg]
+    """The names an expression sees for one match: the match's own (its variables, ``graph``, ``op``) in the dict,
+    and the helper library behind them, read only for the names an expression uses (a name of the match hides a
+    helper of the same name).  Copying the library into every match's names cost more than most rewrites."""
+
+    __slots__ = ("library",)
+
+    def __init__(self, library: Mapping[str, Any]) -> None:
+        super().__init__()
+        self.library = library
+
+    def lookup(self, name: str, default: Any = None) -> Any:
+        """The value ``name`` has here: the match's, else the library's, else ``default``."""
+        if name in self:
+            return self[name]
+        return self.library.get(name, default)
+
+    def flat(self) -> dict[str, Any]:
+        """Every name, library included, as one plain dict."""
+        return {**self.library, **self}
+
+
 @attrs.define
 class MatchContext:
     """What matching needs to know besides the graph: which ops are in the source namespace, their schemas,
@@ -53,9 +75,9 @@ class MatchContext:
     constant_of: Callable[[Op], Any] = lambda op: NOT_CONSTANT
     """The value of a constant op (``NOT_CONSTANT`` for any other op), as its namespace family defines it."""
 
-    def env(self, graph: Graph, match: Match, pattern: Any = None) -> dict[str, Any]:
+    def env(self, graph: Graph, match: Match, pattern: Any = None) -> Scope:
         """The names expressions see for a match."""
-        env: dict[str, Any] = dict(self.library)
+        env = Scope(self.library)
         env["graph"] = GraphView(graph, self.parse_dtype)
         for key, op in match.ops.items():
             var = pattern.var_of(key) if pattern is not None and key in pattern.ops else None
