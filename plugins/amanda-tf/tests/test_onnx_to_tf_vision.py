@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("tensorflow")
 pytest.importorskip("onnx")
 
-MODULES = ["nonmaxsuppression", "scatterelements", "scatternd", "spacetodepth", "maxpool", "maxunpool", "convtranspose", "ai_onnx_ml.tree_ensemble"]
+MODULES = ["nonmaxsuppression", "scatterelements", "scatternd", "spacetodepth", "maxpool", "maxunpool", "convtranspose", "ai_onnx_ml.tree_ensemble", "unique"]
 """onnx's case modules the ``cases`` fixture generates."""
 
 CONVERTS = [
@@ -27,6 +27,7 @@ CONVERTS = [
     "test_maxpool_with_argmax_2d_precomputed_pads", "test_maxpool_with_argmax_2d_precomputed_strides",
     "test_maxunpool_export_without_output_shape", "test_convtranspose_3d",
     "test_ai_onnx_ml_tree_ensemble_single_tree", "test_ai_onnx_ml_tree_ensemble_set_membership",
+    "test_unique_sorted_with_axis", "test_unique_sorted_with_axis_3d", "test_unique_sorted_with_negative_axis",
 ]
 """Cases the tables convert (each must convert and pass)."""
 
@@ -38,11 +39,13 @@ def test_converts_and_matches(bench: Any, cases: dict[str, Any], name: str) -> N
     assert outcome == "pass", detail
 
 
-def _case(model: Any, feeds: list[Any], name: str, runtime: bool = False) -> Any:
-    """A node case of ``model`` on ``feeds``, its expected outputs computed by onnx's reference evaluator (or by
-    onnxruntime)."""
+def _case(model: Any, feeds: list[Any], name: str, runtime: bool = False, expected: Any = None) -> Any:
+    """A node case of ``model`` on ``feeds``, its expected outputs given or computed by onnx's reference evaluator
+    (or by onnxruntime)."""
     names = [i.name for i in model.graph.input]
-    if runtime:
+    if expected is not None:
+        pass
+    elif runtime:
         import onnxruntime as ort
 
         session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -280,3 +283,35 @@ def test_tree_ensemble_random_against_reference(bench: Any, aggregate: int) -> N
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("ai.onnx.ml", 5)])
     x = rng.choice([0.5, 1.0, 1.5, 2.0, 2.5, float("nan")], size=(40, 3))
     assert bench.attempt(_case(model, [x], "forest")) == ("pass", "")
+
+
+@pytest.mark.parametrize("sort", [0, 1])
+@pytest.mark.parametrize("elem", ["float32", "int64"])
+def test_unique_axis_against_reference(bench: Any, sort: int, elem: str) -> None:
+    """Unique along an axis: repeated slices, slices holding NaN (never duplicates), -0 beside 0, sorted or in
+    order of first occurrence, every output, against numpy's unique (which onnx's reference evaluator calls; in
+    order of first occurrence the reference gathers the slices along axis 0 whatever the axis, so the expected
+    outputs are numpy's, reordered here)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    code = TensorProto.FLOAT if elem == "float32" else TensorProto.INT64
+    node = helper.make_node("Unique", ["x"], ["y", "i", "inv", "c"], axis=1, sorted=sort)
+    graph = helper.make_graph([node], "unique", [helper.make_tensor_value_info("x", code, [2, 7, 2])],
+                              [helper.make_tensor_value_info(n, TensorProto.INT64 if n != "y" else code, None)
+                               for n in ("y", "i", "inv", "c")])
+    model = onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
+    x = np.random.default_rng(sort).integers(-1, 2, size=(2, 7, 2)).astype(elem)
+    x[:, 4] = x[:, 1]
+    x[:, 6] = x[:, 2]
+    if elem == "float32":
+        x[0, 2, 1] = x[0, 6, 1] = np.nan
+        x[1, 3, 0], x[1, 5, 0] = -0.0, 0.0
+    y, first, inverse, counts = np.unique(x, True, True, True, axis=1)
+    if not sort:
+        order = np.argsort(first)
+        y, first, counts = np.take(x, first[order], axis=1), first[order], counts[order]
+        inverse = np.argsort(order)[inverse.reshape(-1)]
+    expected = [y, first.astype(np.int64), inverse.reshape(-1).astype(np.int64), counts.astype(np.int64)]
+    assert bench.attempt(_case(model, [x], "unique_axis", expected=expected)) == ("pass", "")
