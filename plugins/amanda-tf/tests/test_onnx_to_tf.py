@@ -43,9 +43,8 @@ CONVERTS = ["test_add", "test_add_bcast", "test_sub", "test_mul_bcast", "test_di
 """Cases the tables convert (each must convert and pass); a float Mod with the divisor's sign (opset 28, so by
 the table that goes ahead of the chain) among them."""
 
-REFUSED = ["test_einsum_transpose_bfloat16", "test_string_split_maxsplit"]
-"""Cases no rule converts exactly (a bfloat16 Einsum; StringSplit with maxsplit on whitespace, where TF's
-StringSplitV2 adds an empty piece): refused, never wrong (read from the stored suite)."""
+REFUSED = ["test_einsum_transpose_bfloat16"]
+"""Cases no rule converts exactly (a bfloat16 Einsum): refused, never wrong (read from the stored suite)."""
 
 
 @pytest.mark.parametrize("name", CONVERTS)

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("tensorflow")
 pytest.importorskip("onnx")
 
-MODULES = ["nonmaxsuppression", "scatterelements", "scatternd", "spacetodepth", "maxpool", "maxunpool", "convtranspose", "ai_onnx_ml.tree_ensemble", "unique"]
+MODULES = ["nonmaxsuppression", "scatterelements", "scatternd", "spacetodepth", "maxpool", "maxunpool", "convtranspose", "ai_onnx_ml.tree_ensemble", "unique", "string_split"]
 """onnx's case modules the ``cases`` fixture generates."""
 
 CONVERTS = [
@@ -28,6 +28,7 @@ CONVERTS = [
     "test_maxunpool_export_without_output_shape", "test_convtranspose_3d",
     "test_ai_onnx_ml_tree_ensemble_single_tree", "test_ai_onnx_ml_tree_ensemble_set_membership",
     "test_unique_sorted_with_axis", "test_unique_sorted_with_axis_3d", "test_unique_sorted_with_negative_axis",
+    "test_string_split_maxsplit",
 ]
 """Cases the tables convert (each must convert and pass)."""
 
@@ -315,3 +316,21 @@ def test_unique_axis_against_reference(bench: Any, sort: int, elem: str) -> None
         inverse = np.argsort(order)[inverse.reshape(-1)]
     expected = [y, first.astype(np.int64), inverse.reshape(-1).astype(np.int64), counts.astype(np.int64)]
     assert bench.attempt(_case(model, [x], "unique_axis", expected=expected)) == ("pass", "")
+
+
+@pytest.mark.parametrize("maxsplit", [0, 1, 2, 4])
+def test_string_split_maxsplit_against_reference(bench: Any, maxsplit: int) -> None:
+    """StringSplit on whitespace with maxsplit: leading, trailing and repeated whitespace, Unicode spaces (kept as
+    they are in the rest of the string), empty strings, rows with fewer words than maxsplit."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("StringSplit", ["x"], ["y", "n"], maxsplit=maxsplit)
+    graph = helper.make_graph([node], "split", [helper.make_tensor_value_info("x", TensorProto.STRING, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.STRING, None),
+                               helper.make_tensor_value_info("n", TensorProto.INT64, None)])
+    model = onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]))
+    x = np.array([["  a  b\u3000c  ", "", "one", "x\xa0y z\u2003 w\t"],
+                  ["   ", "p q", "k\x1cl m n o p", "\u00e9t\u00e9  \u00e0 la  plage "]], dtype=object)
+    assert bench.attempt(_case(model, [x], "string_split")) == ("pass", "")
