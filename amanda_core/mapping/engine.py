@@ -368,15 +368,29 @@ class Converter:
 
     def _pass(self, g: Graph, inherited: str | None, table: MappingTable, rule: Rule, src_spec: NamespaceSpec,
               dst_ns: str, dst_schema: NamespaceSchema | None, family_same: bool, rr: RuleReport) -> bool:
+        in_ns: dict[str | None, bool] = {}  # a namespace -> whether the table reads it (asked of every candidate)
+        op_schemas: dict[tuple[str | None, str | None], OpSchema | None] = {}
+
         def in_src(op: Op) -> bool:
             ns = op_namespace(op, inherited)
-            return ns is not None and src_spec.matches(ns)
+            found = in_ns.get(ns)
+            if found is None:
+                found = in_ns[ns] = ns is not None and src_spec.matches(ns)
+            return found
 
-        ctx = MatchContext(in_namespace=in_src, schema_of=lambda op: self.op_schema(op, inherited),
+        def schema_of(op: Op) -> OpSchema | None:
+            key = (op_namespace(op, inherited), op.type)
+            try:
+                return op_schemas[key]
+            except KeyError:
+                s = self.schema(key[0])
+                found = op_schemas[key] = s.get(key[1]) if s is not None and key[1] is not None else None
+                return found
+
+        ctx = MatchContext(in_namespace=in_src, schema_of=schema_of,
                            parse_dtype=lambda port: self.parse_dtype(port, inherited), library=self.library,
                            constant_of=lambda op: self.registry.constant_value(op, op_namespace(op, inherited)))
-        rctx = RewriteContext(table.name, dst_ns, dst_schema, ctx, family_same,
-                              lambda op: self.op_schema(op, inherited),
+        rctx = RewriteContext(table.name, dst_ns, dst_schema, ctx, family_same, schema_of,
                               lambda value: self.registry.make_constant(value, dst_ns))
         claimed: set[Op] = set()
         rewrote = False

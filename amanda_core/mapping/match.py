@@ -548,8 +548,8 @@ class _Search:
         tried = False
         for op in self.candidates(i, m, index):
             tried = True
-            m2 = attrs.evolve(m, ops=dict(m.ops), ports=dict(m.ports), groups=dict(m.groups),
-                              values=dict(m.values), portmap=dict(m.portmap), inner=dict(m.inner))
+            m2 = Match(m.graph, dict(m.ops), dict(m.ports), dict(m.groups), dict(m.values), dict(m.portmap), m.rule,
+                       dict(m.inner))
             d2 = list(deferred)
             if not self.op_fits(op, pat, m2, d2):
                 continue
