@@ -28,18 +28,20 @@ that needs the data on disk before the rename, so the time target is measured ag
 Peak resident memory is ``VmHWM`` and peak anonymous memory ``RssAnon`` of ``/proc/<pid>/status``, sampled
 every 10 ms (mapped file pages are the page cache's, not the process's).  CPU time is the process's user + system
 time (its children's included).  Each command runs ``--repeat`` times (default 3) and the fastest run counts
-(wall and CPU each; memory: the largest peak), since a shared machine's load slows runs at random.
+(wall and CPU each; memory: the largest peak), since a shared machine's load slows runs at random
+(``onnx.load`` + ``onnx.save``, many times slower than the rest, runs once).
 
 The floors of any Python tool are measured in the same run: the interpreter starting and importing ``onnx``
 (``python -c "import onnx"``, which imports numpy), and Amanda's command line doing nothing (``amanda --help``).
 Where ``python -c "import onnx"`` alone takes more than 3 times ``cp``, the bench says so beside the figures: the
 target is then out of reach for any tool written in Python on that machine, whatever it does with the weights.
+Beside it the bench prints the least a Python tool that writes atomically can take: that floor, then ``cp + sync``.
 Python processes run with their bytecode cached, as an installed package has it (when ``PYTHONDONTWRITEBYTECODE``
 is set, the bench unsets it for them and points ``PYTHONPYCACHEPREFIX`` into ``--dir``; a warm-up run fills it).
 Targets: Amanda's peak anonymous memory under 300 MB + 5% of the model's bytes, time at most 3x ``cp + sync``.
 Outputs are checked: every tensor has the same bytes as in the source, and (``--ort-check-gb``, default 0.4)
 onnxruntime gives identical outputs for the source and both of Amanda's outputs.  The files live in ``--dir``
-(removed afterwards unless ``--keep``).
+(each model's removed once measured).
 """
 
 from __future__ import annotations
