@@ -580,10 +580,28 @@ def _elem_of(dtype: Any) -> str | None:
     np_dtype = getattr(dtype, "numpy_dtype", None)
     if np_dtype is not None:
         try:
-            return str(np.dtype(np_dtype).name)
+            return _np_name(np_dtype)
         except (TypeError, ValueError):
             return None
     return None
+
+
+_NP_NAMES: dict[Any, str] = {}
+
+
+def _np_name(np_dtype: Any) -> str:
+    """``np.dtype(np_dtype).name``, remembered (numpy works the name out anew each time it is asked)."""
+    try:
+        return _NP_NAMES[np_dtype]
+    except (KeyError, TypeError):
+        pass
+    name = str(np.dtype(np_dtype).name)
+    try:
+        if len(_NP_NAMES) < 1024:
+            _NP_NAMES[np_dtype] = name
+    except TypeError:  # not hashable
+        pass
+    return name
 
 
 def array_elem(value: Any) -> str | None:
