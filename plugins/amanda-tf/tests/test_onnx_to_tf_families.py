@@ -56,9 +56,8 @@ CONVERTS = [
 ]
 """Cases the tables convert (each must convert and pass)."""
 
-REFUSED = ["test_resize_downsample_scales_linear_antialias"]
-"""Cases no rule converts exactly (antialias with run-time scales: the filter's width depends on the value):
-refused, never wrong."""
+REFUSED = ["test_compress_bfloat16"]
+"""Cases no rule converts (Compress in bfloat16, which onnxruntime fails too): refused, never wrong."""
 
 LOSS_CASES = ["test_nllloss_NCd1d2d3_sum_weight_high_ii", "test_nllloss_NCd1_mean_weight_negative_ii",
               "test_nllloss_NCd1d2_no_weight_reduction_mean_ii", "test_sce_mean_weight_ii_3d_log_prob",

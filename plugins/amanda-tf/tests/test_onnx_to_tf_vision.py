@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("tensorflow")
 pytest.importorskip("onnx")
 
-MODULES = ["nonmaxsuppression", "scatterelements", "scatternd", "spacetodepth", "maxpool", "maxunpool", "convtranspose", "ai_onnx_ml.tree_ensemble", "unique", "string_split"]
+MODULES = ["nonmaxsuppression", "scatterelements", "scatternd", "spacetodepth", "maxpool", "maxunpool", "convtranspose", "ai_onnx_ml.tree_ensemble", "unique", "string_split", "resize"]
 """onnx's case modules the ``cases`` fixture generates."""
 
 CONVERTS = [
@@ -28,7 +28,8 @@ CONVERTS = [
     "test_maxunpool_export_without_output_shape", "test_convtranspose_3d",
     "test_ai_onnx_ml_tree_ensemble_single_tree", "test_ai_onnx_ml_tree_ensemble_set_membership",
     "test_unique_sorted_with_axis", "test_unique_sorted_with_axis_3d", "test_unique_sorted_with_negative_axis",
-    "test_string_split_maxsplit",
+    "test_string_split_maxsplit", "test_resize_downsample_scales_linear_antialias",
+    "test_resize_downsample_scales_cubic_antialias",
 ]
 """Cases the tables convert (each must convert and pass)."""
 
@@ -334,3 +335,62 @@ def test_string_split_maxsplit_against_reference(bench: Any, maxsplit: int) -> N
     x = np.array([["  a  b\u3000c  ", "", "one", "x\xa0y z\u2003 w\t"],
                   ["   ", "p q", "k\x1cl m n o p", "\u00e9t\u00e9  \u00e0 la  plage "]], dtype=object)
     assert bench.attempt(_case(model, [x], "string_split")) == ("pass", "")
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("ctm", ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                                 "half_pixel_symmetric"])
+def test_resize_antialias_runtime_scales_against_reference(bench: Any, mode: str, ctm: str) -> None:
+    """Resize with antialias and scales given at run time (the tap count follows the scale): strong and mild
+    downsampling, an upsampled axis, every coordinate transformation, against onnx's reference evaluator."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    scales = np.array([1, 1, 0.3, 1.6], np.float32) if ctm != "half_pixel" else np.array([1, 1, 0.7, 0.45], np.float32)
+    out = [1, 1, int(9 * scales[2]), int(7 * scales[3])]
+    node = helper.make_node("Resize", ["x", "", "s"], ["y"], mode=mode, antialias=1,
+                            coordinate_transformation_mode=ctm)
+    graph = helper.make_graph([node], "resize", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 9, 7]),
+                                                 helper.make_tensor_value_info("s", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19 if ctm == "half_pixel_symmetric" else 18)])
+    x = np.random.default_rng(1).standard_normal((1, 1, 9, 7)).astype(np.float32)
+    case = _case(model, [x, scales], "resize_antialias")
+    case.rtol, case.atol = 1e-5, 1e-6
+    assert bench.attempt(case) == ("pass", "")
+
+
+def test_inexact_forms_are_refused(bench: Any) -> None:
+    """Forms without an exact rule are refused, never converted: NonMaxSuppression without its
+    max_output_boxes_per_class input, a TreeEnsemble taking the minimum over its trees."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    nms = helper.make_node("NonMaxSuppression", ["boxes", "scores"], ["y"])
+    graph = helper.make_graph([nms], "nms", [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, 3, 4]),
+                                             helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, 1, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
+    model = onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)]))
+    feeds = [np.zeros((1, 3, 4), np.float32), np.zeros((1, 1, 3), np.float32)]
+    outcome, detail = bench.attempt(_case(model, feeds, "nms_no_cap", expected=[np.zeros((0, 3), np.int64)]))
+    assert outcome == "refused" and "NonMaxSuppression" in detail, (outcome, detail)
+
+    rng = np.random.default_rng(2)
+    f = _forest(rng, trees=2, features=2, targets=1)
+    tree = helper.make_node(
+        "TreeEnsemble", ["x"], ["y"], domain="ai.onnx.ml", n_targets=1, aggregate_function=2, post_transform=0,
+        tree_roots=f["roots"], nodes_featureids=f["features"],
+        nodes_modes=helper.make_tensor("m", TensorProto.UINT8, [len(f["modes"])], f["modes"]),
+        nodes_splits=helper.make_tensor("s", TensorProto.DOUBLE, [len(f["splits"])], f["splits"]),
+        nodes_truenodeids=f["true"], nodes_falsenodeids=f["false"], nodes_trueleafs=f["trueleaf"],
+        nodes_falseleafs=f["falseleaf"], leaf_targetids=f["targets"],
+        membership_values=helper.make_tensor("v", TensorProto.DOUBLE, [len(f["members"])], f["members"])
+        if f["members"] else None,
+        leaf_weights=helper.make_tensor("w", TensorProto.DOUBLE, [len(f["weights"])], f["weights"]))
+    graph = helper.make_graph([tree], "forest", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [4, 2])],
+                              [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [4, 1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("ai.onnx.ml", 5)])
+    outcome, detail = bench.attempt(_case(model, [np.ones((4, 2))], "forest_min", expected=[np.zeros((4, 1))]))
+    assert outcome == "refused" and "TreeEnsemble" in detail, (outcome, detail)
