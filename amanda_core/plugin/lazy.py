@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["lazy"]
+__all__ = ["lazy", "import_from_plugin"]
 
 import importlib
 from typing import Any, Callable
@@ -27,3 +27,19 @@ def lazy(target: str) -> Callable[..., Any]:
     call.__qualname__ = target
     call.__doc__ = f"{target}, imported on first call."
     return call
+
+
+def import_from_plugin(module: str, distribution: str, purpose: str) -> Any:
+    """Import ``module`` of another plugin, which a plugin uses without depending on it (amanda-tf runs
+    amanda-onnx's ONNX -> ONNX passes on the ONNX graphs amanda-onnx reads).  When that plugin is not installed,
+    a :class:`~amanda_core.errors.PluginError` says what needs it and how to install it; an import error inside
+    the module is raised as it is."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        parts = module.split(".")
+        if e.name not in {".".join(parts[:i]) for i in range(1, len(parts) + 1)}:
+            raise
+        from ..errors import PluginError
+
+        raise PluginError(f"{purpose} needs the {distribution} plugin (pip install {distribution})") from None

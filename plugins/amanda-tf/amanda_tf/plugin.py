@@ -158,17 +158,9 @@ _LAYOUT_OPTIONS = ("input_layout", "output_layout")
 
 def _onnx_pass(module: str) -> Any:
     """A module of amanda-onnx, whose ONNX -> ONNX passes run on the ONNX graphs it reads."""
-    import importlib
+    from amanda_core.plugin import import_from_plugin
 
-    try:
-        return importlib.import_module(f"amanda_onnx.{module}")
-    except ModuleNotFoundError as e:
-        if e.name not in ("amanda_onnx", f"amanda_onnx.{module}"):
-            raise
-        from amanda_core.errors import PluginError
-
-        raise PluginError("converting ONNX to TensorFlow needs the amanda-onnx plugin (pip install amanda-onnx)") \
-            from None
+    return import_from_plugin(f"amanda_onnx.{module}", "amanda-onnx", "converting ONNX to TensorFlow")
 
 
 def _fused_lstm(op: Any) -> bool:

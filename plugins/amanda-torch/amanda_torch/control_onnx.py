@@ -28,7 +28,7 @@ import attrs
 
 from amanda_core import Graph
 from amanda_core.ir.graph import Op, OutputPort
-from amanda_onnx.names import fresh_name, names_in_use, value_name
+from amanda_onnx.names import fresh_name, names_in_use, scope_names, value_name
 
 ONNX_FAMILY = "amanda/onnx/"
 TORCH_FAMILY = "amanda/pytorch/"
@@ -86,26 +86,8 @@ def onnx_control_to_torch(graph: Graph) -> ControlReport:
     if onnx_ns is None or version is None:
         return report
     torch_ns = TORCH_FAMILY + namespace_version(version)
-    _to_torch(graph, onnx_ns, torch_ns, _scope_names(graph, {}), report)
+    _to_torch(graph, onnx_ns, torch_ns, scope_names(graph), report)
     return report
-
-
-def _scope_names(g: Graph, outer: dict[str, OutputPort]) -> dict[str, OutputPort]:
-    """ONNX value name -> the port producing it in ``g`` (graph inputs, recorded node output names,
-    initializers), over the names of the graphs around it (which a branch reads through its own inputs)."""
-    names: dict[str, OutputPort] = dict(outer)
-    for gi in g.input_ports:
-        names[gi.name] = gi
-    for op in g:
-        recorded = op.meta.get("outputs") if op.meta else None
-        if recorded:
-            for q in op.output_ports:
-                n = recorded.get(q.name)
-                if n:
-                    names[n] = q
-        if op.type in ("Initializer", "SparseInitializer") and op.namespace is None:
-            names[str(op.meta.get("name", op.name))] = op.output_ports[0]
-    return names
 
 
 def _to_torch(g: Graph, onnx_ns: str, torch_ns: str, names: dict[str, OutputPort], report: ControlReport) -> None:
@@ -122,7 +104,7 @@ def _to_torch(g: Graph, onnx_ns: str, torch_ns: str, names: dict[str, OutputPort
     for op in list(g):  # nested control flow, now that the outer level's names are inputs of its blocks
         for value in list(op.attrs.values()):
             if isinstance(value, Graph):
-                _to_torch(value, onnx_ns, torch_ns, {**_scope_names(value, {}), **inner.get(id(value), {})},
+                _to_torch(value, onnx_ns, torch_ns, {**scope_names(value), **inner.get(id(value), {})},
                           report)
 
 

@@ -105,17 +105,9 @@ def _control_to_onnx(graph: Any) -> str:
 
 def _onnx_pass(module: str) -> Any:
     """A module of amanda-onnx, whose ONNX -> ONNX passes run on the ONNX graphs it reads."""
-    import importlib
+    from amanda_core.plugin import import_from_plugin
 
-    try:
-        return importlib.import_module(f"amanda_onnx.{module}")
-    except ModuleNotFoundError as e:
-        if e.name not in ("amanda_onnx", f"amanda_onnx.{module}"):
-            raise
-        from amanda_core.errors import PluginError
-
-        raise PluginError("converting ONNX to torch needs the amanda-onnx plugin (pip install amanda-onnx)") \
-            from None
+    return import_from_plugin(f"amanda_onnx.{module}", "amanda-onnx", "converting ONNX to torch")
 
 
 def _unroll(graph: Any) -> str:  # RNN and LSTM: the onnx-to-torch-rnn part converts them whole
