@@ -97,6 +97,12 @@ def _gelu(graph: Any) -> str:
     return fuse_gelu(graph).summary()
 
 
+def _rnn_layers(graph: Any) -> str:
+    from .rnn_layers import split_rnn_layers
+
+    return split_rnn_layers(graph)
+
+
 def _control_to_onnx(graph: Any) -> str:
     from .control_onnx import torch_control_to_onnx
 
@@ -144,6 +150,9 @@ def amanda_graph_passes() -> list[GraphPass]:
     return [GraphPass(name="torch-control-to-onnx", tables=("torch-to-onnx",), run=_control_to_onnx,
                       description="torch.cond and TorchScript If/Loop as ONNX If/Loop, their branches reading "
                                   "outer values by name"),
+            GraphPass(name="torch-rnn-layers", tables=("torch-to-onnx",), run=_rnn_layers, before=True,
+                      description="stacked GRU, LSTM and RNN ops as one op per layer (docs/torch.md, "
+                                  "\"Recurrent layers\")"),
             GraphPass(name="onnx-unroll", tables=("onnx-to-torch",), run=_unroll, before=True,
                       description="GRU and Scan over a sequence of a length known at conversion, as "
                                   "straight-line ONNX ops per step"),
