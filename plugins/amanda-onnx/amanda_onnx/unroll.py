@@ -75,15 +75,28 @@ def _shape(port: OutputPort | None) -> tuple[str, list[int]] | None:
     return found
 
 
+_CONSTANT_ATTRS = (("value_int", np.int64), ("value_ints", np.int64), ("value_float", np.float32),
+                   ("value_floats", np.float32))
+
+
 def _constant(port: OutputPort | None) -> Any:
-    """The value of a port fed by an ``Initializer`` or ``Constant`` (a numpy array), else None."""
+    """The value of a port fed by an ``Initializer`` (not one a graph input may override) or a ``Constant`` (its
+    ``value``, ``value_int(s)`` or ``value_float(s)``), as a numpy array; else None."""
     if port is None:
         return None
     op = port.op
     if op is None or op.namespace is not None or op.type not in ("Initializer", "Constant"):
         return None
+    if op.type == "Initializer" and op.attrs.get("graph_input"):
+        return None
     value = op.attrs.get("value")
-    return value if isinstance(value, np.ndarray) else None
+    if isinstance(value, np.ndarray):
+        return value
+    if op.type == "Constant":
+        for key, dtype in _CONSTANT_ATTRS:
+            if op.attrs.get(key) is not None:
+                return np.array(op.attrs[key], dtype=dtype)
+    return None
 
 
 def _dtype(elem: str | None, dims: Sequence[Any] | None) -> str | None:

@@ -116,8 +116,9 @@ def amanda_graph_passes() -> list[GraphPass]:
     (channels-last ops written as ONNX ops between transposes), cancel, fold and push the transposes so that few
     are left (``docs/tensorflow.md``, "Layout").  ``tf-layout-nhwc``: after ``onnx-to-tf``, the same for the
     transposes around the NHWC ops of an ONNX model (``docs/tensorflow.md``, "Layout, the other way").
-    ``onnx-expand-functions`` before ``onnx-newest-to-tf`` and ``onnx-unroll`` before ``onnx-to-tf``: amanda-onnx's
-    ONNX -> ONNX passes (LinearAttention as its function body; recurrences of a static length step by step)."""
+    ``onnx-expand-functions`` before ``onnx-newest-to-tf``, ``onnx-static-if`` and ``onnx-unroll`` before
+    ``onnx-to-tf``: amanda-onnx's ONNX -> ONNX passes (LinearAttention as its function body; an ``If`` whose
+    condition is known at conversion as the branch it takes; recurrences of a static length step by step)."""
     return [GraphPass(name="tf-inline-calls", tables=("tf-to-onnx",), run=lazy("amanda_tf.inline:run_pass"),
                       before=True, description="PartitionedCall/StatefulPartitionedCall replaced by the ops of the "
                                                "function they call (ONNX has no call op)"),
@@ -134,6 +135,9 @@ def amanda_graph_passes() -> list[GraphPass]:
             GraphPass(name="onnx-expand-functions", tables=("onnx-newest-to-tf",), run=_expand_functions,
                       before=True,
                       description="LinearAttention (opset 27) as its ONNX function body, ahead of the opset chain"),
+            GraphPass(name="onnx-static-if", tables=("onnx-to-tf",), run=_static_if, before=True,
+                      description="If ops whose condition constants and static shapes decide, as the branch taken "
+                                  "(its values keep the ranks the rules need)"),
             GraphPass(name="onnx-unroll", tables=("onnx-to-tf",), run=_unroll, before=True,
                       description="RNN, GRU, LSTM (but those BlockLSTMV2 computes) and Scan over a sequence of a "
                                   "length known at conversion, as straight-line ONNX ops per step"),
@@ -177,6 +181,10 @@ def _fused_lstm(op: Any) -> bool:
 
 def _unroll(graph: Any) -> str:
     return _onnx_pass("unroll").unroll_onnx(graph, keep=lambda op: op.type == "LSTM" and _fused_lstm(op)).summary()
+
+
+def _static_if(graph: Any) -> str:
+    return _onnx_pass("static_if").fold_static_ifs(graph).summary()
 
 
 def _expand_functions(graph: Any) -> str:

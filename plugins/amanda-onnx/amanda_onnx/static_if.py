@@ -1,0 +1,149 @@
+"""``If`` ops whose condition is known at conversion, replaced by the branch it takes.
+
+ONNX function bodies test properties of their inputs that a model fixes: AffineGrid's body asks ``Size(size) ==
+4`` (a 2-D or a 3-D grid) of an input whose shape is static, and ``align_corners == 0`` of a constant.  A backend
+that converts the ``If`` as control flow (TensorFlow's ``StatelessIf``) loses what the taken branch says of its
+values' ranks and shapes, and the rules after it, which need them, decline.  This pass evaluates such conditions
+from constants and static shapes (``Shape``, ``Size``, comparisons, logic, casts) and puts the ops of the branch
+taken in the ``If``'s place, as the ``If`` would run them, then types the copies with onnx's inference.
+
+An ``If`` whose condition depends on a value known only at run time is left as it is, with the reason in the pass's
+summary.  The ops of the branch taken keep the ONNX names of their values, so that graphs inside it still read them
+by name.
+"""
+
+from __future__ import annotations
+
+__all__ = ["fold_static_ifs", "StaticIfReport"]
+
+from typing import Any
+
+import attrs
+import numpy as np
+
+from amanda_core import Graph
+from amanda_core.ir.graph import Op, OutputPort
+
+from .names import scope_names
+from .unroll import ONNX_FAMILY, _replace_outputs, _static_shape, _static_value, _type_copies
+
+
+@attrs.define
+class StaticIfReport:
+    folded: int = 0
+    left: list[str] = attrs.field(factory=list)
+
+    def summary(self) -> str:
+        left = f"; left: {'; '.join(self.left)}" if self.left else ""
+        return f"{self.folded} If folded into the branch it takes" + left
+
+
+_COMPARE = {"Equal": np.equal, "Greater": np.greater, "Less": np.less, "GreaterOrEqual": np.greater_equal,
+            "LessOrEqual": np.less_equal, "And": np.logical_and, "Or": np.logical_or, "Xor": np.logical_xor}
+
+
+def _value(port: OutputPort | None, depth: int = 0) -> Any:
+    """The value of ``port`` computed from constants and static shapes, or None."""
+    found = _static_value(port, depth)
+    if found is not None or port is None or depth > 16:
+        return found
+    op = port.op
+    if op is None or op.namespace is not None:
+        return None
+    src = [p.source for p in op.input_ports]
+    if op.type == "Size" and src:
+        shape = _static_shape(src[0], depth + 1)
+        return None if shape is None else np.array(int(np.prod(shape, dtype=np.int64)), dtype=np.int64)
+    vals = [_value(p, depth + 1) for p in src]
+    if not vals or any(v is None for v in vals):
+        return None
+    if op.type in _COMPARE and len(vals) == 2:
+        return np.asarray(_COMPARE[op.type](vals[0], vals[1]))
+    if op.type == "Not" and len(vals) == 1:
+        return np.logical_not(vals[0])
+    if op.type in ("Identity", "Squeeze", "Reshape") and vals[0].size == 1:
+        return np.asarray(vals[0]).reshape(())  # a one-element value read as the condition's scalar
+    if op.type == "Cast" and int(op.attrs.get("to", 0)) == 9:  # to bool
+        return np.asarray(vals[0]).astype(bool)
+    return None
+
+
+def _fold(g: Graph, op: Op) -> str | None:
+    if not op.input_ports or op.input_ports[0].source is None:
+        return "its condition is not fed"
+    cond = _value(op.input_ports[0].source)
+    if cond is None or np.asarray(cond).size != 1:
+        return "its condition is known only at run time"
+    branch = op.attrs.get("then_branch" if bool(np.asarray(cond).reshape(-1)[0]) else "else_branch")
+    if not isinstance(branch, Graph):
+        return "its branch is not a graph"
+    if branch.input_ports or len(branch.output_ports) != len(op.output_ports):
+        return "its branch's ports do not fit its outputs"
+    names = scope_names(g)
+    outer: dict[int, OutputPort] = {}
+    for inner in branch:
+        if inner.type == "OuterValue" and inner.namespace is None:
+            name = inner.attrs.get("name")
+            if name not in names:
+                return f"no enclosing graph produces {name}"
+            outer[id(inner.output_ports[0])] = names[name]
+    if any(go.source is None for go in branch.output_ports):
+        return "an output of its branch is not fed"
+    outs = _put_in_place(g, branch, outer, op.name)
+    _replace_outputs(g, op, {q.name: p for q, p in zip(op.output_ports, outs)})
+    return None
+
+
+def _put_in_place(g: Graph, branch: Graph, outer: dict[int, OutputPort], base: str) -> list[OutputPort]:
+    """The branch's ops copied into ``g``, reading what their outer values name; returns what feeds the branch's
+    outputs.  The copies keep the ONNX names of their outputs (a branch taken once may: ONNX names are unique
+    across a graph and the graphs in it), so graphs inside the branch still find the values they read by name."""
+    mapping: dict[int, OutputPort] = dict(outer)
+    for inner in branch.topological_order():
+        if inner.type == "OuterValue" and inner.namespace is None:
+            continue
+        sources = [None if p.source is None else mapping[id(p.source)] for p in inner.input_ports]
+        copy = g.add_op(inner.type, g.unique_name(f"{base}_{inner.name}"), namespace=inner.namespace,
+                        inputs=[p.name for p in inner.input_ports],
+                        outputs=[(q.name, q.dtype) for q in inner.output_ports],
+                        attrs=dict(inner.attrs) or None, sources=sources)
+        copy.meta = dict(inner.meta or {})
+        for q, c in zip(inner.output_ports, copy.output_ports):
+            mapping[id(q)] = c
+    return [mapping[id(go.source)] for go in branch.output_ports]  # type: ignore[arg-type]
+
+
+def fold_static_ifs(graph: Graph) -> StaticIfReport:
+    """Replace every ``If`` of ``graph`` (an ``amanda/onnx`` graph; not in nested graphs) whose condition is known
+    at conversion by the ops of the branch it takes."""
+    report = StaticIfReport()
+    if not (graph.namespace or "").startswith(ONNX_FAMILY):
+        return report
+    changed = True
+    while changed:  # a folded If may make the condition of a later one known (its outputs now typed)
+        changed = False
+        for op in list(graph):
+            if op.graph is not graph or op.namespace is not None or op.type != "If":
+                continue
+            why = _fold(graph, op)
+            if why is None:
+                report.folded += 1
+                changed = True
+        if changed:
+            _type_copies(graph)
+    for op in graph:
+        if op.type == "If" and op.namespace is None:
+            why = _fold_reason(graph, op)
+            if why:
+                report.left.append(f"If {op.path}: {why}")
+    return report
+
+
+def _fold_reason(g: Graph, op: Op) -> str | None:
+    """Why an ``If`` left by :func:`fold_static_ifs` stays (the checks of :func:`_fold` before any change)."""
+    if not op.input_ports or op.input_ports[0].source is None:
+        return "its condition is not fed"
+    cond = _value(op.input_ports[0].source)
+    if cond is None or np.asarray(cond).size != 1:
+        return "its condition is known only at run time"
+    return "its branch cannot be put in its place"
