@@ -25,7 +25,7 @@ from amanda_core import Graph
 from amanda_core.ir.graph import Op, OutputPort
 
 from .names import scope_names
-from .unroll import ONNX_FAMILY, _replace_outputs, _static_shape, _static_value, _type_copies
+from .unroll import ONNX_FAMILY, _replace_outputs, _static_value, _type_copies
 
 
 @attrs.define
@@ -38,40 +38,10 @@ class StaticIfReport:
         return f"{self.folded} If folded into the branch it takes" + left
 
 
-_COMPARE = {"Equal": np.equal, "Greater": np.greater, "Less": np.less, "GreaterOrEqual": np.greater_equal,
-            "LessOrEqual": np.less_equal, "And": np.logical_and, "Or": np.logical_or, "Xor": np.logical_xor}
-
-
-def _value(port: OutputPort | None, depth: int = 0) -> Any:
-    """The value of ``port`` computed from constants and static shapes, or None."""
-    found = _static_value(port, depth)
-    if found is not None or port is None or depth > 16:
-        return found
-    op = port.op
-    if op is None or op.namespace is not None:
-        return None
-    src = [p.source for p in op.input_ports]
-    if op.type == "Size" and src:
-        shape = _static_shape(src[0], depth + 1)
-        return None if shape is None else np.array(int(np.prod(shape, dtype=np.int64)), dtype=np.int64)
-    vals = [_value(p, depth + 1) for p in src]
-    if not vals or any(v is None for v in vals):
-        return None
-    if op.type in _COMPARE and len(vals) == 2:
-        return np.asarray(_COMPARE[op.type](vals[0], vals[1]))
-    if op.type == "Not" and len(vals) == 1:
-        return np.logical_not(vals[0])
-    if op.type in ("Identity", "Squeeze", "Reshape") and vals[0].size == 1:
-        return np.asarray(vals[0]).reshape(())  # a one-element value read as the condition's scalar
-    if op.type == "Cast" and int(op.attrs.get("to", 0)) == 9:  # to bool
-        return np.asarray(vals[0]).astype(bool)
-    return None
-
-
 def _fold(g: Graph, op: Op) -> str | None:
     if not op.input_ports or op.input_ports[0].source is None:
         return "its condition is not fed"
-    cond = _value(op.input_ports[0].source)
+    cond = _static_value(op.input_ports[0].source)
     if cond is None or np.asarray(cond).size != 1:
         return "its condition is known only at run time"
     branch = op.attrs.get("then_branch" if bool(np.asarray(cond).reshape(-1)[0]) else "else_branch")
@@ -122,6 +92,23 @@ def fold_static_ifs(graph: Graph) -> StaticIfReport:
     changed = True
     while changed:  # a folded If may make the condition of a later one known (its outputs now typed)
         changed = False
+        left: list[str] = []
+        for op in list(graph):
+            if op.graph is not graph or op.namespace is not None or op.type != "If":
+                continue
+            why = _fold(graph, op)
+            if why is None:
+                report.folded += 1
+                changed = True
+            else:
+                left.append(f"If {op.path}: {why}")
+        if changed:
+            _type_copies(graph)
+    report.left = left
+    return report
+    changed = True
+    while changed:  # a folded If may make the condition of a later one known (its outputs now typed)
+        changed = False
         for op in list(graph):
             if op.graph is not graph or op.namespace is not None or op.type != "If":
                 continue
@@ -137,13 +124,3 @@ def fold_static_ifs(graph: Graph) -> StaticIfReport:
             if why:
                 report.left.append(f"If {op.path}: {why}")
     return report
-
-
-def _fold_reason(g: Graph, op: Op) -> str | None:
-    """Why an ``If`` left by :func:`fold_static_ifs` stays (the checks of :func:`_fold` before any change)."""
-    if not op.input_ports or op.input_ports[0].source is None:
-        return "its condition is not fed"
-    cond = _value(op.input_ports[0].source)
-    if cond is None or np.asarray(cond).size != 1:
-        return "its condition is known only at run time"
-    return "its branch cannot be put in its place"

@@ -647,8 +647,13 @@ def _static_shape(port: OutputPort | None, depth: int) -> list[int] | None:
     return None
 
 
-def _static_value(port: OutputPort | None, depth: int) -> Any:
-    """The value of a small integer tensor computed from constants and the shapes of known shapes, or None."""
+_COMPARE = {"Equal": np.equal, "Greater": np.greater, "Less": np.less, "GreaterOrEqual": np.greater_equal,
+            "LessOrEqual": np.less_equal, "And": np.logical_and, "Or": np.logical_or, "Xor": np.logical_xor}
+
+
+def _static_value(port: OutputPort | None, depth: int = 0) -> Any:
+    """The value of a small tensor computed from constants and the shapes of known shapes (``Shape``, ``Size``,
+    arithmetic, comparisons, logic, casts to bool), or None."""
     value = _constant(port)
     if value is not None or port is None or depth > 16:
         return value
@@ -662,6 +667,9 @@ def _static_value(port: OutputPort | None, depth: int) -> Any:
             return None
         start, end = op.attrs.get("start", 0) or 0, op.attrs.get("end")
         return np.array(shape[int(start):(None if end is None else int(end))], dtype=np.int64)
+    if op.type == "Size" and src:
+        shape = _static_shape(src[0], depth + 1)
+        return None if shape is None else np.array(int(np.prod(shape, dtype=np.int64)), dtype=np.int64)
     vals = [_static_value(p, depth + 1) for p in src]
     if any(v is None for v in vals) or not vals:
         return None
@@ -669,6 +677,14 @@ def _static_value(port: OutputPort | None, depth: int) -> Any:
         return np.concatenate([np.atleast_1d(v) for v in vals], axis=int(op.attrs.get("axis", 0)))
     if op.type in ("Add", "Sub", "Mul") and len(vals) == 2:
         return {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}[op.type](vals[0], vals[1])
+    if op.type in _COMPARE and len(vals) == 2:
+        return np.asarray(_COMPARE[op.type](vals[0], vals[1]))
+    if op.type == "Not" and len(vals) == 1:
+        return np.logical_not(vals[0])
+    if op.type in ("Identity", "Squeeze", "Reshape") and np.asarray(vals[0]).size == 1:
+        return np.asarray(vals[0]).reshape(())  # a one-element value read as a scalar (a condition)
+    if op.type == "Cast" and int(op.attrs.get("to", 0)) == 9:  # to bool
+        return np.asarray(vals[0]).astype(bool)
     if op.type == "Div" and len(vals) == 2 and vals[0].dtype.kind in "iu" and np.all(vals[1] != 0):
         return np.trunc(vals[0] / vals[1]).astype(vals[0].dtype)  # ONNX's integer division truncates
     return None
