@@ -25,7 +25,7 @@ from amanda_core import Graph
 from amanda_core.ir.graph import Op, OutputPort
 
 from .names import scope_names
-from .unroll import ONNX_FAMILY, _replace_outputs, _static_value, _type_copies
+from .unroll import ONNX_FAMILY, _inline, _replace_outputs, _static_value, _type_copies
 
 
 @attrs.define
@@ -59,28 +59,11 @@ def _fold(g: Graph, op: Op) -> str | None:
             outer[id(inner.output_ports[0])] = names[name]
     if any(go.source is None for go in branch.output_ports):
         return "an output of its branch is not fed"
-    outs = _put_in_place(g, branch, outer, op.name)
+    # taken once, the copies may keep the ONNX names of their values (unique across a graph and the graphs in
+    # it), so that graphs inside the branch still read them by name
+    outs = _inline(g, branch, branch.topological_order(), [], outer, op.name, keep_names=True)
     _replace_outputs(g, op, {q.name: p for q, p in zip(op.output_ports, outs)})
     return None
-
-
-def _put_in_place(g: Graph, branch: Graph, outer: dict[int, OutputPort], base: str) -> list[OutputPort]:
-    """The branch's ops copied into ``g``, reading what their outer values name; returns what feeds the branch's
-    outputs.  The copies keep the ONNX names of their outputs (a branch taken once may: ONNX names are unique
-    across a graph and the graphs in it), so graphs inside the branch still find the values they read by name."""
-    mapping: dict[int, OutputPort] = dict(outer)
-    for inner in branch.topological_order():
-        if inner.type == "OuterValue" and inner.namespace is None:
-            continue
-        sources = [None if p.source is None else mapping[id(p.source)] for p in inner.input_ports]
-        copy = g.add_op(inner.type, g.unique_name(f"{base}_{inner.name}"), namespace=inner.namespace,
-                        inputs=[p.name for p in inner.input_ports],
-                        outputs=[(q.name, q.dtype) for q in inner.output_ports],
-                        attrs=dict(inner.attrs) or None, sources=sources)
-        copy.meta = dict(inner.meta or {})
-        for q, c in zip(inner.output_ports, copy.output_ports):
-            mapping[id(q)] = c
-    return [mapping[id(go.source)] for go in branch.output_ports]  # type: ignore[arg-type]
 
 
 def fold_static_ifs(graph: Graph) -> StaticIfReport:
@@ -105,22 +88,4 @@ def fold_static_ifs(graph: Graph) -> StaticIfReport:
         if changed:
             _type_copies(graph)
     report.left = left
-    return report
-    changed = True
-    while changed:  # a folded If may make the condition of a later one known (its outputs now typed)
-        changed = False
-        for op in list(graph):
-            if op.graph is not graph or op.namespace is not None or op.type != "If":
-                continue
-            why = _fold(graph, op)
-            if why is None:
-                report.folded += 1
-                changed = True
-        if changed:
-            _type_copies(graph)
-    for op in graph:
-        if op.type == "If" and op.namespace is None:
-            why = _fold_reason(graph, op)
-            if why:
-                report.left.append(f"If {op.path}: {why}")
     return report

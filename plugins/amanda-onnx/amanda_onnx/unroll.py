@@ -696,8 +696,10 @@ def _elem(port: OutputPort) -> str | None:
 
 
 def _inline(g: Graph, body: Graph, order: Sequence[Op], feeds: Sequence[OutputPort],
-            outer: dict[int, OutputPort], base: str) -> list[OutputPort]:
-    """One copy of ``body``'s ops in ``g``, its inputs fed by ``feeds``; returns what feeds its outputs."""
+            outer: dict[int, OutputPort], base: str, *, keep_names: bool = False) -> list[OutputPort]:
+    """One copy of ``body``'s ops in ``g``, its inputs fed by ``feeds``; returns what feeds its outputs.  The copies
+    keep the ONNX names of their values only with ``keep_names`` (a body copied once; a step copied per position
+    would repeat them)."""
     mapping: dict[int, OutputPort] = {id(p): f for p, f in zip(body.input_ports, feeds)}
     mapping.update(outer)
     for inner in order:
@@ -708,7 +710,7 @@ def _inline(g: Graph, body: Graph, order: Sequence[Op], feeds: Sequence[OutputPo
                         inputs=[p.name for p in inner.input_ports],
                         outputs=[(q.name, q.dtype) for q in inner.output_ports],
                         attrs=dict(inner.attrs) or None, sources=sources)
-        copy.meta = {key: v for key, v in (inner.meta or {}).items() if key != "outputs"}
+        copy.meta = {key: v for key, v in (inner.meta or {}).items() if keep_names or key != "outputs"}
         for q, c in zip(inner.output_ports, copy.output_ports):
             mapping[id(q)] = c
     return [mapping[id(go.source)] for go in body.output_ports]  # type: ignore[arg-type]
