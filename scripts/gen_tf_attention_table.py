@@ -10,7 +10,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parents[1] / "plugins" / "amanda-tf" / "amanda_tf" / "tables" / "onnx_newest_to_tf_attention.yaml"
+OUT = (
+    Path(__file__).resolve().parents[1]
+    / "plugins"
+    / "amanda-tf"
+    / "amanda_tf"
+    / "tables"
+    / "onnx_newest_to_tf_attention.yaml"
+)
 
 PRE = [
     ("sq", "sq = static_shape(q)"),
@@ -44,7 +51,7 @@ INLINE = [
 def body(expr: str) -> str:
     """``expr`` with the definitions it needs, as a ${...} body (or a one-line ${...})."""
     for n, x in INLINE:
-        expr = re.sub(rf"(?<![\w'.]){n}(?![\w'])", x.replace('\\', '\\\\'), expr)
+        expr = re.sub(rf"(?<![\w'.]){n}(?![\w'])", x.replace("\\", "\\\\"), expr)
     wanted: set[str] = set()
     frontier = expr
     changed = True
@@ -69,7 +76,7 @@ def q(expr: str) -> str:
     if "\n" in text:
         ind = " " * 16
         return "|-\n" + "\n".join(ind + ln for ln in text.splitlines())
-    return '"' + text.replace('\\', '\\\\').replace('"', '\\"') + '"'
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 OPS: list[tuple[str, str, dict, dict, list]] = []  # key, type expr, attrs, consts, output_ports
@@ -88,73 +95,143 @@ def build():
     E, T, ST, SE = "=e", "=t", "=st", "=se"
     # heads: Q [B, Hkv, G, S, D], K and V [B, Hkv, 1, L, D] (the past first)
     op("qa", "Reshape", {"T": E, "Tshape": "int64"}, {"shape": "tf_int_tensor(sq if r4 else [b, s, hq, d])"})
-    op("qt", "Transpose", {"T": E, "Tperm": "int32"}, {"perm": "as_tensor([0, 1, 2, 3] if r4 else [0, 2, 1, 3], 'int32')"})
+    op(
+        "qt",
+        "Transpose",
+        {"T": E, "Tperm": "int32"},
+        {"perm": "as_tensor([0, 1, 2, 3] if r4 else [0, 2, 1, 3], 'int32')"},
+    )
     op("qb", "Reshape", {"T": E, "Tshape": "int64"}, {"shape": "tf_int_tensor([b, hk, hq // hk, s, d])"})
     rnd("qc", E, T)
     op("qs", "Mul", {"T": T}, {"y": "tf_scalar(float(tf_scalar((o.attrs.get('scale') or 1 / d ** 0.5) ** 0.5, e)), t)"})
-    rnd("qs_r", T, E); rnd("qs_c", E, T)
+    rnd("qs_r", T, E)
+    rnd("qs_c", E, T)
     op("ka", "Reshape", {"T": E, "Tshape": "int64"}, {"shape": "tf_int_tensor(sk if r4 else [b, sk[1], hk, d])"})
-    op("kt", "Transpose", {"T": E, "Tperm": "int32"}, {"perm": "as_tensor([0, 1, 2, 3] if r4 else [0, 2, 1, 3], 'int32')"})
-    op("kcat", "ConcatV2", {"T": E, "N": "2", "Tidx": "int32"},
-       {"values_0": "None if port_fed(o, 'past_key') else as_tensor([], e).reshape([b, hk, 0, d])", "axis": "tf_scalar(2, 'int32')"})
+    op(
+        "kt",
+        "Transpose",
+        {"T": E, "Tperm": "int32"},
+        {"perm": "as_tensor([0, 1, 2, 3] if r4 else [0, 2, 1, 3], 'int32')"},
+    )
+    op(
+        "kcat",
+        "ConcatV2",
+        {"T": E, "N": "2", "Tidx": "int32"},
+        {
+            "values_0": "None if port_fed(o, 'past_key') else as_tensor([], e).reshape([b, hk, 0, d])",
+            "axis": "tf_scalar(2, 'int32')",
+        },
+    )
     op("kb", "Reshape", {"T": E, "Tshape": "int64"}, {"shape": "tf_int_tensor([b, hk, 1, l, d])"})
     rnd("kc", E, T)
     op("ks", "Mul", {"T": T}, {"y": "tf_scalar(float(tf_scalar((o.attrs.get('scale') or 1 / d ** 0.5) ** 0.5, e)), t)"})
-    rnd("ks_r", T, E); rnd("ks_c", E, T)
+    rnd("ks_r", T, E)
+    rnd("ks_c", E, T)
     op("va", "Reshape", {"T": E, "Tshape": "int64"}, {"shape": "tf_int_tensor(sv if r4 else [b, sv[1], hk, dv])"})
-    op("vt", "Transpose", {"T": E, "Tperm": "int32"}, {"perm": "as_tensor([0, 1, 2, 3] if r4 else [0, 2, 1, 3], 'int32')"})
-    op("vcat", "ConcatV2", {"T": E, "N": "2", "Tidx": "int32"},
-       {"values_0": "None if port_fed(o, 'past_value') else as_tensor([], e).reshape([b, hk, 0, dv])", "axis": "tf_scalar(2, 'int32')"})
+    op(
+        "vt",
+        "Transpose",
+        {"T": E, "Tperm": "int32"},
+        {"perm": "as_tensor([0, 1, 2, 3] if r4 else [0, 2, 1, 3], 'int32')"},
+    )
+    op(
+        "vcat",
+        "ConcatV2",
+        {"T": E, "N": "2", "Tidx": "int32"},
+        {
+            "values_0": "None if port_fed(o, 'past_value') else as_tensor([], e).reshape([b, hk, 0, dv])",
+            "axis": "tf_scalar(2, 'int32')",
+        },
+    )
     op("vb", "Reshape", {"T": E, "Tshape": "int64"}, {"shape": "tf_int_tensor([b, hk, 1, l, dv])"})
     rnd("vc", E, T)
     # scores [B, Hq, S, L], rounded to the inputs' type after each step as the reference computes them
     op("qk", "BatchMatMulV3", {"Ta": T, "Tb": T, "Tout": T, "adj_x": "false", "adj_y": "true"})
-    rnd("qk_r", T, E); rnd("qk_c", E, T)
+    rnd("qk_r", T, E)
+    rnd("qk_c", E, T)
     op("qk4", "Reshape", {"T": T, "Tshape": "int64"}, {"shape": "tf_int_tensor([b, hq, s, l])"})
     op("capd", "RealDiv", {"T": T}, {"y": "tf_scalar(float(tf_scalar(cap or 1.0, e)), t)"})
-    rnd("capd_r", T, E); rnd("capd_c", E, T)
+    rnd("capd_r", T, E)
+    rnd("capd_c", E, T)
     op("capt", "'Tanh' if cap > 0 else 'Neg'", {"T": T})
-    rnd("capt_r", T, E); rnd("capt_c", E, T)
+    rnd("capt_r", T, E)
+    rnd("capt_c", E, T)
     op("capm", "Mul", {"T": T}, {"y": "tf_scalar(float(tf_scalar(cap or -1.0, e)), t)"})
-    rnd("capm_r", T, E); rnd("capm_c", E, T)
+    rnd("capm_r", T, E)
+    rnd("capm_c", E, T)
     # the additive bias: the mask (bool: log of 1 / 0, so 0 / -inf; float: 1 * mask), padded with -inf to L ...
-    op("mc", "Cast", {"SrcT": "=me", "DstT": T, "Truncate": "false"}, {"x": "None if port_fed(o, 'attn_mask') else tf_scalar(0, t)"})
+    op(
+        "mc",
+        "Cast",
+        {"SrcT": "=me", "DstT": T, "Truncate": "false"},
+        {"x": "None if port_fed(o, 'attn_mask') else tf_scalar(0, t)"},
+    )
     op("mb", "'Xlogy' if me == 'bool' else 'Mul'", {"T": T}, {"x": "tf_scalar(1, t)"})
-    op("mp", "PadV2", {"T": T, "Tpaddings": "int64"},
-       {"paddings": "tf_int_tensor([0, 0] * (len(ms) - 1) + [0, l - ms[-1]] if ms else []).reshape(len(ms), 2)",
-        "constant_values": "tf_scalar(float('-inf'), t)"})
+    op(
+        "mp",
+        "PadV2",
+        {"T": T, "Tpaddings": "int64"},
+        {
+            "paddings": "tf_int_tensor([0, 0] * (len(ms) - 1) + [0, l - ms[-1]] if ms else []).reshape(len(ms), 2)",
+            "constant_values": "tf_scalar(float('-inf'), t)",
+        },
+    )
     # ... plus 0 / -inf where the causal frontier, the windows or nonpad_kv_seqlen hide a key: with the offset
     # (nonpad_kv_seqlen[b] - S, or the past length), a key j is seen by query i iff lo <= j - i - offset <= hi
-    op("off", "Sub", {"T": "int64"}, {"x": "None if port_fed(o, 'nonpad_kv_seqlen') else tf_int_tensor([s + pl])", "y": "tf_scalar(s, 'int64')"})
+    op(
+        "off",
+        "Sub",
+        {"T": "int64"},
+        {"x": "None if port_fed(o, 'nonpad_kv_seqlen') else tf_int_tensor([s + pl])", "y": "tf_scalar(s, 'int64')"},
+    )
     op("off4", "Reshape", {"T": "int64", "Tshape": "int64"}, {"shape": "tf_int_tensor([-1, 1, 1, 1])"})
     op("rel", "Sub", {"T": "int64"}, {"x": "tf_int_tensor([j - i for i in range(s) for j in range(l)]).reshape(s, l)"})
     op("lo", "GreaterEqual", {"T": "int64"}, {"y": "tf_scalar(-lw if lw >= 0 else -(2 ** 62), 'int64')"})
-    op("hi", "LessEqual", {"T": "int64"},
-       {"y": "tf_scalar(min([2 ** 62] + ([0] if o.attrs.get('is_causal') else []) + ([rw] if rw >= 0 else [])), 'int64')"})
-    op("nl", "Reshape", {"T": "int64", "Tshape": "int64"},
-       {"tensor": "None if port_fed(o, 'nonpad_kv_seqlen') else tf_int_tensor([l])", "shape": "tf_int_tensor([-1, 1, 1, 1])"})
+    op(
+        "hi",
+        "LessEqual",
+        {"T": "int64"},
+        {
+            "y": "tf_scalar(min([2 ** 62] + ([0] if o.attrs.get('is_causal') else [])"
+            " + ([rw] if rw >= 0 else [])), 'int64')"
+        },
+    )
+    op(
+        "nl",
+        "Reshape",
+        {"T": "int64", "Tshape": "int64"},
+        {
+            "tensor": "None if port_fed(o, 'nonpad_kv_seqlen') else tf_int_tensor([l])",
+            "shape": "tf_int_tensor([-1, 1, 1, 1])",
+        },
+    )
     op("pad", "Less", {"T": "int64"}, {"x": "tf_int_tensor(list(range(l)))"})
     op("and1", "LogicalAnd")
     op("and2", "LogicalAnd")
     op("sbias", "SelectV2", {"T": T}, {"t": "tf_scalar(0, t)", "e": "tf_scalar(float('-inf'), t)"})
     op("bias", "AddV2", {"T": T})
     op("sb", "AddV2", {"T": T})
-    rnd("sb_r", T, E); rnd("sb_c", E, T)
+    rnd("sb_r", T, E)
+    rnd("sb_c", E, T)
     # softmax in softmax_precision (float16: in float32, rounded after each step), as the reference
     rnd("sx", T, ST)
     op("smax", "Max", {"T": ST, "Tidx": "int64", "keep_dims": "true"}, {"reduction_indices": "tf_int_tensor([-1])"})
     op("sninf", "Equal", {"T": ST, "incompatible_shape_error": "true"}, {"y": "tf_scalar(float('-inf'), st)"})
     op("ssafe", "SelectV2", {"T": ST}, {"t": "tf_scalar(0, st)"})
     op("ssub", "Sub", {"T": ST})
-    rnd("ssub_r", ST, SE); rnd("ssub_c", SE, ST)
+    rnd("ssub_r", ST, SE)
+    rnd("ssub_c", SE, ST)
     op("sexp", "Exp", {"T": ST})
-    rnd("sexp_r", ST, SE); rnd("sexp_c", SE, ST)
+    rnd("sexp_r", ST, SE)
+    rnd("sexp_c", SE, ST)
     op("ssum", "Sum", {"T": ST, "Tidx": "int64", "keep_dims": "true"}, {"reduction_indices": "tf_int_tensor([-1])"})
-    rnd("ssum_r", ST, SE); rnd("ssum_c", SE, ST)
+    rnd("ssum_r", ST, SE)
+    rnd("ssum_c", SE, ST)
     op("szero", "Equal", {"T": ST, "incompatible_shape_error": "true"}, {"y": "tf_scalar(0, st)"})
     op("sden", "SelectV2", {"T": ST}, {"t": "tf_scalar(1, st)"})
     op("sdiv", "RealDiv", {"T": ST})
-    rnd("sdiv_r", ST, SE); rnd("sdiv_c", SE, ST)
+    rnd("sdiv_r", ST, SE)
+    rnd("sdiv_c", SE, ST)
     # rows whose every key the bias hides give 0
     op("bmax", "Max", {"T": T, "Tidx": "int64", "keep_dims": "true"}, {"reduction_indices": "tf_int_tensor([-1])"})
     op("hidden", "Equal", {"T": T, "incompatible_shape_error": "true"}, {"y": "tf_scalar(float('-inf'), t)"})
@@ -165,12 +242,33 @@ def build():
     op("pv", "BatchMatMulV3", {"Ta": T, "Tb": T, "Tout": T, "adj_x": "false", "adj_y": "false"})
     rnd("ye", T, E)
     op("y4", "Reshape", {"T": E, "Tshape": "int64"}, {"shape": "tf_int_tensor([b, hq, s, dv])"})
-    op("yt", "Transpose", {"T": E, "Tperm": "int32"}, {"perm": "as_tensor([0, 1, 2, 3] if r4 else [0, 2, 1, 3], 'int32')"})
+    op(
+        "yt",
+        "Transpose",
+        {"T": E, "Tperm": "int32"},
+        {"perm": "as_tensor([0, 1, 2, 3] if r4 else [0, 2, 1, 3], 'int32')"},
+    )
     # the qk_matmul output: modes 0 and 1 the scores, 2 the scores plus the bias, 3 the softmax (a selection by a
     # constant condition: no arithmetic)
-    op("qsel2", "SelectV2", {"T": E}, {"condition": "tf_scalar((o.attrs.get('qk_matmul_output_mode') or 0) == 2, 'bool')"})
-    op("qsel3", "SelectV2", {"T": E}, {"condition": "tf_scalar((o.attrs.get('qk_matmul_output_mode') or 0) == 3, 'bool')"})
-    op("yr", "Reshape", {"T": E, "Tshape": "int64"}, {"shape": "tf_int_tensor(static_shape(y))"}, out="{output: '${value_dtype(y)}'}")
+    op(
+        "qsel2",
+        "SelectV2",
+        {"T": E},
+        {"condition": "tf_scalar((o.attrs.get('qk_matmul_output_mode') or 0) == 2, 'bool')"},
+    )
+    op(
+        "qsel3",
+        "SelectV2",
+        {"T": E},
+        {"condition": "tf_scalar((o.attrs.get('qk_matmul_output_mode') or 0) == 3, 'bool')"},
+    )
+    op(
+        "yr",
+        "Reshape",
+        {"T": E, "Tshape": "int64"},
+        {"shape": "tf_int_tensor(static_shape(y))"},
+        out="{output: '${value_dtype(y)}'}",
+    )
 
 
 EDGES = """
@@ -335,7 +433,7 @@ if port_fed(o, 'attn_mask'):
         return False
 read = len(o.outputs) > 3 and bool(o.outputs[3].consumers)
 mode = o.attrs.get('qk_matmul_output_mode') or 0
-"""
+"""  # noqa: E501 - the condition as it is written into the table
 
 WHERE_TAIL = "return not read or mode in (1, 2, 3) or (mode == 0 and not float(o.attrs.get('softcap') or 0.0))"
 
@@ -371,7 +469,7 @@ table:
   dst: amanda/tensorflow/>=2.15
   ahead: true
   rules:
-"""
+"""  # noqa: E501 - the header as it is written into the table
 
 
 def attr_value(v: str) -> str:
@@ -386,8 +484,10 @@ def emit() -> str:
     if True:
         out.append("    attention_general:   # every form the rules of onnx_newest_to_tf.yaml leave\n")
         out.append("      src:\n")
-        out.append("        ops: {$o: {type: Attention, input_ports: [$q, $k, $v, '$m?', '$pk?', '$pv?', '$np?'], "
-                   "output_ports: [$y, '$prk?', '$prv?', '$qko?']}}\n")
+        out.append(
+            "        ops: {$o: {type: Attention, input_ports: [$q, $k, $v, '$m?', '$pk?', '$pv?', '$np?'], "
+            "output_ports: [$y, '$prk?', '$prv?', '$qko?']}}\n"
+        )
         where = "${\n" + WHERE + WHERE_TAIL + "\n}"
         out.append("        where: |-\n" + "\n".join("          " + ln for ln in where.splitlines()) + "\n")
         out.append("      dst:\n        ops:\n")

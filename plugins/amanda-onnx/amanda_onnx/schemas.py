@@ -79,8 +79,8 @@ __all__ = [
 
 import textwrap
 import threading
-from importlib import metadata
 from collections.abc import Iterator, Mapping
+from importlib import metadata
 from typing import Any, Callable
 
 import numpy as np

@@ -16,16 +16,13 @@ from __future__ import annotations
 
 __all__ = ["fold_static_ifs", "StaticIfReport"]
 
-from typing import Any
-
 import attrs
 import numpy as np
 
 from amanda_core import Graph
-from amanda_core.ir.graph import Op, OutputPort
+from amanda_core.ir.graph import Op
 
-from .names import scope_names
-from .unroll import ONNX_FAMILY, _inline, _replace_outputs, _static_value, _type_copies
+from .unroll import ONNX_FAMILY, _inline, _outer_values, _replace_outputs, _static_value, _type_copies
 
 
 @attrs.define
@@ -49,14 +46,9 @@ def _fold(g: Graph, op: Op) -> str | None:
         return "its branch is not a graph"
     if branch.input_ports or len(branch.output_ports) != len(op.output_ports):
         return "its branch's ports do not fit its outputs"
-    names = scope_names(g)
-    outer: dict[int, OutputPort] = {}
-    for inner in branch:
-        if inner.type == "OuterValue" and inner.namespace is None:
-            name = inner.attrs.get("name")
-            if name not in names:
-                return f"no enclosing graph produces {name}"
-            outer[id(inner.output_ports[0])] = names[name]
+    outer = _outer_values(g, branch)
+    if isinstance(outer, str):
+        return outer
     if any(go.source is None for go in branch.output_ports):
         return "an output of its branch is not fed"
     # taken once, the copies may keep the ONNX names of their values (unique across a graph and the graphs in

@@ -466,7 +466,7 @@ def _lstm_step(w: _Writer, k: _Weights, x: OutputPort, h: OutputPort, c: OutputP
     cell = w.binary("Add", w.binary("Mul", f, c, elem, bh),
                     w.binary("Mul", i, w.unary("Tanh", c_pre, elem, bh), elem, bh), elem, bh)
     if k.peep is not None:
-        o_pre = w.binary("Add", o_pre, w.binary("Mul", p_o, cell, elem, bh), elem, bh)  
+        o_pre = w.binary("Add", o_pre, w.binary("Mul", p_o, cell, elem, bh), elem, bh)
     o = w.unary("Sigmoid", o_pre, elem, bh)
     return w.binary("Mul", o, w.unary("Tanh", cell, elem, bh), elem, bh), cell
 
@@ -528,14 +528,9 @@ def _scan(g: Graph, op: Op) -> str | None:
     assert length is not None
     if length < 1 or (k and length < 1):
         return "an empty sequence"
-    names = scope_names(g)
-    outer = {}
-    for inner in body:
-        if inner.type == "OuterValue" and inner.namespace is None:
-            name = inner.attrs.get("name")
-            if name not in names:
-                return f"no enclosing graph produces {name}"
-            outer[id(inner.output_ports[0])] = names[name]
+    outer = _outer_values(g, body)
+    if isinstance(outer, str):
+        return outer
     w = _Writer(g, op.name)
     state = list(ins[:n])
     collected: list[list[OutputPort]] = [[] for _ in range(k)]
@@ -693,6 +688,20 @@ def _static_value(port: OutputPort | None, depth: int = 0) -> Any:
 def _elem(port: OutputPort) -> str | None:
     typed = _dims(port)
     return typed[0] if typed else None
+
+
+def _outer_values(g: Graph, body: Graph) -> dict[int, OutputPort] | str:
+    """What each ``OuterValue`` of ``body`` (a graph held by an op of ``g``) reads, by its name in ``g``'s scope: a
+    map for :func:`_inline`, or why one cannot be found."""
+    names = scope_names(g)
+    outer: dict[int, OutputPort] = {}
+    for inner in body:
+        if inner.type == "OuterValue" and inner.namespace is None:
+            name = inner.attrs.get("name")
+            if name not in names:
+                return f"no enclosing graph produces {name}"
+            outer[id(inner.output_ports[0])] = names[name]
+    return outer
 
 
 def _inline(g: Graph, body: Graph, order: Sequence[Op], feeds: Sequence[OutputPort],

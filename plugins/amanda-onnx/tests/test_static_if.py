@@ -71,7 +71,8 @@ def test_an_op_the_pass_does_not_evaluate_leaves_the_if() -> None:
             helper.make_node("Constant", [], ["axes"], value_ints=[0]),
             helper.make_node("ReduceMin", ["eq_i", "axes"], ["m"], keepdims=0),
             helper.make_node("Cast", ["eq"], ["eq_i"], to=TensorProto.INT64),
-            helper.make_node("Cast", ["m"], ["cond0"], to=TensorProto.BOOL), helper.make_node("Not", ["cond0"], ["cond"])]
+            helper.make_node("Cast", ["m"], ["cond0"], to=TensorProto.BOOL),
+            helper.make_node("Not", ["cond0"], ["cond"])]
     model = _model(cond, THEN, ELSE)
     folded, summary, types = _fold(model)
     # ReduceMin is not among the ops the pass evaluates: the condition stays a run-time one, and nothing changes
@@ -98,7 +99,8 @@ def test_a_branch_holding_graphs_keeps_the_names_they_read() -> None:
                                   helper.make_node("If", ["c2"], ["t"], then_branch=inner_then,
                                                    else_branch=inner_else)], "t", [2, 3])
     cond = [helper.make_node("Constant", [], ["c1"], value_ints=[1]),  # a one-element vector, cast and squeezed
-            helper.make_node("Cast", ["c1"], ["c1b"], to=TensorProto.BOOL), helper.make_node("Squeeze", ["c1b"], ["cond"])]
+            helper.make_node("Cast", ["c1"], ["c1b"], to=TensorProto.BOOL),
+            helper.make_node("Squeeze", ["c1b"], ["cond"])]
     model = _model(cond, THEN, ELSE, nested=outer_then)
     folded, summary, types = _fold(model)
     assert summary.startswith("1 If folded"), summary

@@ -105,7 +105,8 @@ def test_attention_mode0_with_softcap_is_refused(bench: Any) -> None:
     node = helper.make_node("Attention", ["Q", "K", "V"], ["Y", "", "", "QK"], softcap=2.0, qk_matmul_output_mode=0)
     model = _model([node], [helper.make_tensor_value_info(n, f, s) for n, s in
                             (("Q", [1, 2, 3, 4]), ("K", [1, 2, 5, 4]), ("V", [1, 2, 5, 4]))],
-                   [helper.make_tensor_value_info("Y", f, [1, 2, 3, 4]), helper.make_tensor_value_info("QK", f, [1, 2, 3, 5])],
+                   [helper.make_tensor_value_info("Y", f, [1, 2, 3, 4]),
+                    helper.make_tensor_value_info("QK", f, [1, 2, 3, 5])],
                    23)
     with pytest.raises(ConversionError) as e:
         bench.to_tf(model)
@@ -142,8 +143,10 @@ def test_float16_softmax_and_matmul_round_as_the_reference(bench: Any) -> None:
     """float16 Softmax over the last axis and a batched float16 MatMul: bit for bit the reference's."""
     h = TensorProto.FLOAT16
     nodes = [helper.make_node("Softmax", ["x"], ["p"], axis=-1), helper.make_node("MatMul", ["p", "w"], ["y"])]
-    model = _model(nodes, [helper.make_tensor_value_info("x", h, [3, 9, 5]), helper.make_tensor_value_info("w", h, [3, 5, 6])],
-                   [helper.make_tensor_value_info("p", h, [3, 9, 5]), helper.make_tensor_value_info("y", h, [3, 9, 6])], 18)
+    model = _model(nodes,
+                   [helper.make_tensor_value_info("x", h, [3, 9, 5]), helper.make_tensor_value_info("w", h, [3, 5, 6])],
+                   [helper.make_tensor_value_info("p", h, [3, 9, 5]), helper.make_tensor_value_info("y", h, [3, 9, 6])],
+                   18)
     rng = np.random.default_rng(7)
     feeds = {"x": (rng.standard_normal((3, 9, 5)) * 3).astype(np.float16),
              "w": rng.standard_normal((3, 5, 6)).astype(np.float16)}

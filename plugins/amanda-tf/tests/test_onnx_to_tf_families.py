@@ -116,8 +116,8 @@ NEWEST_CASES = ["test_attention_4d_gqa_causal", "test_attention_3d_diff_heads_si
 """Ops of opsets above 18, converted by ``onnx_newest_to_tf.yaml`` ahead of the opset chain."""
 
 NEWEST_REFUSED = ["test_attention_4d_causal_bf16"]
-"""Forms the ahead table does not compute: Attention in bfloat16.  Attention's qk_matmul output, float16 and nonpad_kv_seqlen, and
-CausalConvWithState in float16, convert (``test_onnx_to_tf_attention.py``)."""
+"""Forms the ahead table does not compute: Attention in bfloat16.  Attention's qk_matmul output, float16 and
+nonpad_kv_seqlen, and CausalConvWithState in float16, convert (``test_onnx_to_tf_attention.py``)."""
 
 
 def test_newest_ops_ahead_of_the_chain(bench: Any) -> None:

@@ -15,7 +15,8 @@ import pytest
 pytest.importorskip("tensorflow")
 pytest.importorskip("onnx")
 
-MODULES = ["nonmaxsuppression", "scatterelements", "scatternd", "spacetodepth", "maxpool", "maxunpool", "convtranspose", "ai_onnx_ml.tree_ensemble", "unique", "string_split", "resize"]
+MODULES = ["nonmaxsuppression", "scatterelements", "scatternd", "spacetodepth", "maxpool", "maxunpool", "convtranspose",
+           "ai_onnx_ml.tree_ensemble", "unique", "string_split", "resize"]
 """onnx's case modules the ``cases`` fixture generates."""
 
 CONVERTS = [
@@ -222,7 +223,8 @@ def test_convtranspose_3d_against_runtime(bench: Any, bias: bool) -> None:
     model = onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
     rng = np.random.default_rng(5)
     feeds = [rng.standard_normal((2, 3, 3, 4, 2)).astype(np.float32),
-             rng.standard_normal((3, 2, 2, 3, 3)).astype(np.float32)] + ([np.array([0.5, -2], np.float32)] if bias else [])
+             rng.standard_normal((3, 2, 2, 3, 3)).astype(np.float32)] \
+        + ([np.array([0.5, -2], np.float32)] if bias else [])
     case = _case(model, feeds, "convtranspose_3d", runtime=True)
     case.rtol, case.atol = 1e-5, 1e-5
     assert bench.attempt(case) == ("pass", "")
@@ -242,7 +244,8 @@ def _forest(rng: Any, trees: int, features: int, targets: int) -> dict[str, Any]
     def node(depth: int) -> int:
         i = len(attrs["modes"])
         mode = int(rng.integers(7))
-        for key, v in (("modes", mode), ("splits", float(rng.choice(values))), ("features", int(rng.integers(features))),
+        for key, v in (("modes", mode), ("splits", float(rng.choice(values))),
+                       ("features", int(rng.integers(features))),
                        ("tracks", int(rng.integers(2))), ("true", 0), ("false", 0), ("trueleaf", 1), ("falseleaf", 1)):
             attrs[key].append(v)
         if mode == 6:
@@ -264,7 +267,6 @@ def test_tree_ensemble_random_against_reference(bench: Any, aggregate: int) -> N
     """Random forests (every comparison mode, set membership, NaN inputs going the true way where the node says
     so), SUM and AVERAGE, against onnx's reference evaluator."""
     import numpy as np
-    import onnx
     from onnx import TensorProto, helper
 
     rng = np.random.default_rng(11 + aggregate)
@@ -344,7 +346,6 @@ def test_resize_antialias_runtime_scales_against_reference(bench: Any, mode: str
     """Resize with antialias and scales given at run time (the tap count follows the scale): strong and mild
     downsampling, an upsampled axis, every coordinate transformation, against onnx's reference evaluator."""
     import numpy as np
-    import onnx
     from onnx import TensorProto, helper
 
     scales = np.array([1, 1, 0.3, 1.6], np.float32) if ctm != "half_pixel" else np.array([1, 1, 0.7, 0.45], np.float32)
@@ -354,7 +355,8 @@ def test_resize_antialias_runtime_scales_against_reference(bench: Any, mode: str
     graph = helper.make_graph([node], "resize", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 9, 7]),
                                                  helper.make_tensor_value_info("s", TensorProto.FLOAT, [4])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19 if ctm == "half_pixel_symmetric" else 18)])
+    opset = 19 if ctm == "half_pixel_symmetric" else 18
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     x = np.random.default_rng(1).standard_normal((1, 1, 9, 7)).astype(np.float32)
     case = _case(model, [x, scales], "resize_antialias")
     case.rtol, case.atol = 1e-5, 1e-6
