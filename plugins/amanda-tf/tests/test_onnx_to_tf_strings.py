@@ -19,22 +19,35 @@ STRING_CASES = ["test_strnormalizer_export_monday_casesensintive_nochangecase",
 """StringNormalizer with stop words (case-sensitive or not), each case change, an empty result, a [1, C] input."""
 
 
-def test_string_node_cases(bench: Any) -> None:
-    found = bench.load_cases(STRING_CASES)
-    assert sorted(c.name for c in found) == sorted(STRING_CASES)
+ML_CASES = ["test_ai_onnx_ml_array_feature_extractor", "test_ai_onnx_ml_binarizer",
+            "test_ai_onnx_ml_label_encoder_string_int", "test_ai_onnx_ml_label_encoder_string_int_no_default",
+            "test_ai_onnx_ml_label_encoder_tensor_mapping", "test_ai_onnx_ml_label_encoder_tensor_value_only_mapping"]
+"""ONNX-ML ops: their namespace (``amanda/onnx/ai.onnx.ml/N``) is converted by ``onnx_ml_to_tf.yaml`` after the
+main chain."""
+
+
+@pytest.mark.parametrize("names", [STRING_CASES, ML_CASES], ids=["strings", "onnx_ml"])
+def test_node_cases(bench: Any, names: list[str]) -> None:
+    found = bench.load_cases(names)
+    assert sorted(c.name for c in found) == sorted(names)
     for case in found:
         outcome, detail = bench.attempt(case)
         assert outcome == "pass", (case.name, outcome, detail)
 
 
-def _reference_case(bench: Any, node: Any, inputs: dict[str, Any], in_types: list[Any], opset: int = 18) -> Any:
-    """A one-node case whose expected outputs are onnx's reference evaluator's."""
+def _reference_case(bench: Any, node: Any, inputs: dict[str, Any], in_types: list[Any], opset: int = 18,
+                    ml_opset: int | None = None) -> Any:
+    """A one-node case whose expected outputs are onnx's reference evaluator's (``ml_opset``: the model imports
+    ``ai.onnx.ml`` at that version too)."""
     import onnx
     from onnx import helper
     from onnx.reference import ReferenceEvaluator
 
     graph = helper.make_graph([node], "g", in_types, [helper.make_value_info(n, onnx.TypeProto()) for n in node.output])
-    model = onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
+    imports = [helper.make_opsetid("", opset)]
+    if ml_opset is not None:
+        imports.append(helper.make_opsetid("ai.onnx.ml", ml_opset))
+    model = onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=imports))
     expected = [e.astype(object) if e.dtype.kind == "U" else e for e in ReferenceEvaluator(model).run(None, inputs)]
 
     class Case:
@@ -123,40 +136,6 @@ def test_tfidf_against_reference(bench: Any, mode: str, weights: Any, kind: str)
         assert bench.attempt(case) == ("pass", ""), (mode, kind, x.shape)
 
 
-ML_CASES = ["test_ai_onnx_ml_array_feature_extractor", "test_ai_onnx_ml_binarizer",
-            "test_ai_onnx_ml_label_encoder_string_int", "test_ai_onnx_ml_label_encoder_string_int_no_default",
-            "test_ai_onnx_ml_label_encoder_tensor_mapping", "test_ai_onnx_ml_label_encoder_tensor_value_only_mapping"]
-"""ONNX-ML ops: their namespace (``amanda/onnx/ai.onnx.ml/N``) is converted by ``onnx_ml_to_tf.yaml`` after the
-main chain."""
-
-
-def test_onnx_ml_node_cases(bench: Any) -> None:
-    found = bench.load_cases(ML_CASES)
-    assert sorted(c.name for c in found) == sorted(ML_CASES)
-    for case in found:
-        outcome, detail = bench.attempt(case)
-        assert outcome == "pass", (case.name, outcome, detail)
-
-
-def _ml_case(bench: Any, node: Any, inputs: dict[str, Any], in_types: list[Any]) -> Any:
-    import onnx
-    from onnx import helper
-    from onnx.reference import ReferenceEvaluator
-
-    graph = helper.make_graph([node], "g", in_types, [helper.make_value_info(n, onnx.TypeProto()) for n in node.output])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("ai.onnx.ml", 4)])
-    model = onnx.shape_inference.infer_shapes(model)
-    expected = [e.astype(object) if e.dtype.kind == "U" else e for e in ReferenceEvaluator(model).run(None, inputs)]
-
-    class Case:
-        name = node.op_type
-        rtol, atol = 0.0, 0.0
-
-    Case.model = model
-    Case.data_sets = [(list(inputs.values()), expected)]
-    return Case
-
-
 def test_onnx_ml_against_reference(bench: Any) -> None:
     """LabelEncoder from floats to strings (a -0.0 key, the default string) and from ints to floats, Binarizer on
     float64 with NaN, ArrayFeatureExtractor with negative indices on a 3-D input, as the reference computes them;
@@ -164,26 +143,29 @@ def test_onnx_ml_against_reference(bench: Any) -> None:
     import numpy as np
     from onnx import TensorProto, helper
 
+    def ml_case(node: Any, inputs: dict[str, Any], in_types: list[Any]) -> Any:
+        return _reference_case(bench, node, inputs, in_types, ml_opset=4)
+
     vi = helper.make_tensor_value_info
     floats = np.array([[0.5, -0.0, 2.0], [7.0, 0.5, np.nan]], np.float32)
     node = helper.make_node("LabelEncoder", ["x"], ["y"], domain="ai.onnx.ml", keys_floats=[0.5, 0.0, 2.0],
                             values_strings=["half", "zero", "two"], default_string="other")
-    assert bench.attempt(_ml_case(bench, node, {"x": floats}, [vi("x", TensorProto.FLOAT, [2, 3])])) == ("pass", "")
+    assert bench.attempt(ml_case(node, {"x": floats}, [vi("x", TensorProto.FLOAT, [2, 3])])) == ("pass", "")
     ints = np.array([3, -1, 4, 10], np.int64)
     node = helper.make_node("LabelEncoder", ["x"], ["y"], domain="ai.onnx.ml", keys_int64s=[3, 4, -1],
                             values_floats=[0.25, 1.5, -2.0])
-    assert bench.attempt(_ml_case(bench, node, {"x": ints}, [vi("x", TensorProto.INT64, [4])])) == ("pass", "")
+    assert bench.attempt(ml_case(node, {"x": ints}, [vi("x", TensorProto.INT64, [4])])) == ("pass", "")
     node = helper.make_node("Binarizer", ["x"], ["y"], domain="ai.onnx.ml", threshold=0.5)
     x64 = np.array([0.5, 0.5000001, np.nan, -3.0], np.float64)
-    assert bench.attempt(_ml_case(bench, node, {"x": x64}, [vi("x", TensorProto.DOUBLE, [4])])) == ("pass", "")
+    assert bench.attempt(ml_case(node, {"x": x64}, [vi("x", TensorProto.DOUBLE, [4])])) == ("pass", "")
     node = helper.make_node("ArrayFeatureExtractor", ["x", "i"], ["z"], domain="ai.onnx.ml")
     data = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
-    case = _ml_case(bench, node, {"x": data, "i": np.array([[-1, 0, 2]], np.int64)},
-                    [vi("x", TensorProto.FLOAT, [2, 3, 4]), vi("i", TensorProto.INT64, [1, 3])])
+    case = ml_case(node, {"x": data, "i": np.array([[-1, 0, 2]], np.int64)},
+                   [vi("x", TensorProto.FLOAT, [2, 3, 4]), vi("i", TensorProto.INT64, [1, 3])])
     assert bench.attempt(case) == ("pass", "")
     node = helper.make_node("LabelEncoder", ["x"], ["y"], domain="ai.onnx.ml", keys_int64s=[3, 3],
                             values_int64s=[1, 2])
-    assert bench.attempt(_ml_case(bench, node, {"x": ints}, [vi("x", TensorProto.INT64, [4])]))[0] == "refused"
+    assert bench.attempt(ml_case(node, {"x": ints}, [vi("x", TensorProto.INT64, [4])]))[0] == "refused"
 
 
 @pytest.mark.parametrize("delimiter", [None, ","])
