@@ -68,6 +68,7 @@ __all__ = [
     "GENERATOR_VERSION",
     "OnnxNamespaces",
     "clear_memo",
+    "constant_value",
     "decode_attr_default",
     "domain_data",
     "family_of",
@@ -353,6 +354,24 @@ def in_force(history: list[dict[str, Any]], opset: int) -> dict[str, Any] | None
     return chosen
 
 
+def constant_value(op: Any) -> Any:
+    """The value of an ONNX ``Initializer`` op (not one that is also a graph input) or ``Constant`` node, as a numpy
+    array (``value_float``, ``value_ints`` ... as the array they stand for); :data:`NOT_CONSTANT` for any other op."""
+    t = op.type
+    if t == "Initializer":
+        if op.attrs.get("graph_input"):
+            return NOT_CONSTANT
+        return _array(op.attrs.get("value"))
+    if t == "Constant":
+        a = op.attrs
+        for key, dtype in (("value", None), ("value_float", "float32"), ("value_floats", "float32"),
+                           ("value_int", "int64"), ("value_ints", "int64"), ("value_string", "object"),
+                           ("value_strings", "object")):
+            if key in a:
+                return _array(a[key], dtype)
+    return NOT_CONSTANT
+
+
 class OnnxNamespaces(NamespaceProvider):
     """Every opset of one ONNX domain; each namespace schema is built once, on demand."""
     dtype_type_system = "onnx"
@@ -396,23 +415,10 @@ class OnnxNamespaces(NamespaceProvider):
             return found
 
     def constant_value(self, op: Any) -> Any:
-        """``Initializer`` ops (not those that are also graph inputs) and ``Constant`` nodes are constants: their
-        tensor as a numpy array (``value_float``, ``value_ints`` ... as the array they stand for)."""
+        """:func:`constant_value` of ``op`` in this domain's ops (only the default domain has constants)."""
         if self.domain != DEFAULT_DOMAIN:
             return NOT_CONSTANT
-        t = op.type
-        if t == "Initializer":
-            if op.attrs.get("graph_input"):
-                return NOT_CONSTANT
-            return _array(op.attrs.get("value"))
-        if t == "Constant":
-            a = op.attrs
-            for key, dtype in (("value", None), ("value_float", "float32"), ("value_floats", "float32"),
-                               ("value_int", "int64"), ("value_ints", "int64"), ("value_string", "object"),
-                               ("value_strings", "object")):
-                if key in a:
-                    return _array(a[key], dtype)
-        return NOT_CONSTANT
+        return constant_value(op)
 
     def make_constant(self, value: Any, version: str | None) -> ConstantOp | None:
         """A ``Constant`` node whose ``value`` is ``value`` as a tensor: numpy arrays as they are, Python ints (and

@@ -46,8 +46,10 @@ import numpy as np
 
 from amanda_core import Graph
 from amanda_core.ir.graph import Op, OutputPort
+from amanda_core.namespace.registry import NOT_CONSTANT
 
 from .names import scope_names
+from .schemas import constant_value
 
 ONNX_FAMILY = "amanda/onnx/"
 _TENSOR = re.compile(r"^tensor\((\w+)\)\[(.*)\]$")
@@ -75,28 +77,14 @@ def _shape(port: OutputPort | None) -> tuple[str, list[int]] | None:
     return found
 
 
-_CONSTANT_ATTRS = (("value_int", np.int64), ("value_ints", np.int64), ("value_float", np.float32),
-                   ("value_floats", np.float32))
-
-
 def _constant(port: OutputPort | None) -> Any:
-    """The value of a port fed by an ``Initializer`` (not one a graph input may override) or a ``Constant`` (its
-    ``value``, ``value_int(s)`` or ``value_float(s)``), as a numpy array; else None."""
-    if port is None:
+    """The value of a port fed by an ONNX constant (:func:`~.schemas.constant_value`: an ``Initializer`` no graph
+    input overrides, a ``Constant``), as a numpy array; else None."""
+    op = port.op if port is not None else None
+    if op is None or op.namespace is not None:
         return None
-    op = port.op
-    if op is None or op.namespace is not None or op.type not in ("Initializer", "Constant"):
-        return None
-    if op.type == "Initializer" and op.attrs.get("graph_input"):
-        return None
-    value = op.attrs.get("value")
-    if isinstance(value, np.ndarray):
-        return value
-    if op.type == "Constant":
-        for key, dtype in _CONSTANT_ATTRS:
-            if op.attrs.get(key) is not None:
-                return np.array(op.attrs[key], dtype=dtype)
-    return None
+    value = constant_value(op)
+    return None if value is NOT_CONSTANT else value
 
 
 def _dtype(elem: str | None, dims: Sequence[Any] | None) -> str | None:
