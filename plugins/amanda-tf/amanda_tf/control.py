@@ -484,15 +484,16 @@ def _to_tf(g: Graph, inherited: str | None, tf_ns: str, report: ControlReport, n
 
 
 def _carry_names(old: Op, outs: list[OutputPort]) -> None:
-    """The ops making ``outs`` record the ONNX names of the values ``old`` made, so that a body converted later
-    still finds them by name (``_scope_values``)."""
+    """The ops making ``outs`` (in ``old``'s graph) record the ONNX names of the values ``old`` made, so that a
+    body converted later still finds them by name (``_scope_values``); a value that has a name keeps it."""
     recorded = (old.meta or {}).get("outputs") or {}
     for q, r in zip(old.output_ports, outs):
         producer = r.op
-        if q.name in recorded and producer is not None:
-            meta = dict(producer.meta or {})
-            meta["outputs"] = {**(meta.get("outputs") or {}), r.name: recorded[q.name]}
-            producer.meta = meta
+        if q.name not in recorded or producer is None or producer.graph is not old.graph:
+            continue
+        names = (producer.meta or {}).get("outputs") or {}
+        if r.name not in names:
+            producer.meta = {**(producer.meta or {}), "outputs": {**names, r.name: recorded[q.name]}}
 
 
 def _resolve(g: Graph, names: list[str], what: str, nested: bool = False,

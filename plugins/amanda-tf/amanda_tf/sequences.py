@@ -44,7 +44,7 @@ import numpy as np
 from amanda_core import Graph
 from amanda_core.ir.graph import Op, OutputPort
 
-from .control import ONNX_FAMILY, TF_FAMILY, ControlReport, _graph_attrs, _ns, _tf_function_attrs
+from .control import ONNX_FAMILY, TF_FAMILY, ControlReport, _carry_names, _graph_attrs, _ns, _tf_function_attrs
 
 VARIANT_VALUES = "variant_values"
 """The graph attribute naming the graph inputs and outputs that are variants, with what each holds."""
@@ -240,13 +240,10 @@ class _Writer:
         """Readers of the op's outputs read ``outs``; each new producer records the ONNX name of the value it now
         makes (what an ``OuterValue`` of a body reads it by), and a variant keeps the ONNX type it holds for the
         ops written after it."""
-        recorded = (self.op.meta or {}).get("outputs") or {}
+        _carry_names(self.op, outs)
         for q, r in zip(self.op.output_ports, outs):
             if r.dtype is None or _is_variant(q.dtype):
                 r.dtype = q.dtype
-            producer = r.op if isinstance(r, OutputPort) else None
-            if q.name in recorded and producer is not None and producer.graph is self.g and not producer.meta:
-                producer.meta = {"outputs": {r.name: recorded[q.name]}}
             self.g.replace_all_uses(q, r)
         for c in self.op.control_inputs:
             for r in outs:
