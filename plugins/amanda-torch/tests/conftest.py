@@ -51,20 +51,29 @@ def torch_plugin_loaded(amanda_plugin):
 
 
 @pytest.fixture(scope="session")
-def bench() -> Any:
-    """``bench/onnx_torch.py`` (the ONNX node suite to torch) as a module, loaded once per session: the node-case
-    tests convert and run cases as the bench does (a test file may give its own ``bench`` for another script)."""
+def load_bench() -> Any:
+    """A loader of the repository's ``bench/`` scripts as modules: ``load_bench("onnx_torch.py")``."""
     import importlib.util
     import sys
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[3] / "bench" / "onnx_torch.py"
-    spec = importlib.util.spec_from_file_location("onnx_torch_bench", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    def load(script: str) -> Any:
+        path = Path(__file__).resolve().parents[3] / "bench" / script
+        spec = importlib.util.spec_from_file_location(f"{path.stem}_bench", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    return load
+
+
+@pytest.fixture(scope="session")
+def bench(load_bench: Any) -> Any:
+    """``bench/onnx_torch.py`` (the ONNX node suite to torch) as a module, loaded once per session: the node-case
+    tests convert and run cases as the bench does (a test file may give its own ``bench`` for another script)."""
+    return load_bench("onnx_torch.py")
 
 
 @pytest.fixture(scope="session")

@@ -6,9 +6,6 @@ subset convert."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +14,6 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("expecttest")  # torch.testing._internal imports it
 
-BENCH = Path(__file__).resolve().parents[3] / "bench" / "torch_opinfo.py"
 
 # one OpInfo per family: elementwise math (with torch's own rounding and sign rules) and special functions,
 # activations, comparisons, reductions (NaN-skipping, variance with mean), losses, normalizations, resampling, shape
@@ -43,13 +39,8 @@ SUBSET = [
 FLOOR = 64  # measured: every sample of the subset converts and matches
 
 @pytest.fixture(scope="module")
-def bench() -> Any:
-    spec = importlib.util.spec_from_file_location("torch_opinfo_bench", BENCH)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+def bench(load_bench: Any) -> Any:
+    return load_bench("torch_opinfo.py")
 
 
 @pytest.fixture(scope="module")
