@@ -81,6 +81,17 @@ def _ns(op: Op, inherited: str | None) -> str | None:
     return (g.namespace if g is not None else None) or inherited
 
 
+def _family_ops(g: Graph, inherited: str | None, types: tuple[str, ...], family: str) -> Iterator[tuple[Op, str]]:
+    """The ops of ``g`` itself (not of its bodies) of ``types`` in a namespace of ``family``, with that namespace,
+    in topological order; an op removed meanwhile (the caller rewrites ``g``) is skipped."""
+    for op in list(g.topological_order()):
+        if op.graph is not g or op.type not in types:
+            continue
+        ns = _ns(op, inherited)
+        if ns is not None and ns.startswith(family):
+            yield op, ns
+
+
 def _family_ns(graph: Graph, family: str) -> str | None:
     for g in _walk(graph):
         if g.namespace is not None and g.namespace.startswith(family):
@@ -234,15 +245,8 @@ def _retype(graph: Graph, convert: Any) -> None:
                 p.dtype = convert(p.dtype)
 
 
-def _tf_ns(op: Op, inherited: str | None) -> bool:
-    ns = _ns(op, inherited)
-    return ns is not None and ns.startswith(TF_FAMILY)
-
-
 def _to_onnx(g: Graph, inherited: str | None, onnx_ns: str, taken: set[str], report: ControlReport) -> None:
-    for op in list(g.topological_order()):
-        if op.graph is not g or op.type not in TF_IF + TF_WHILE or not _tf_ns(op, inherited):
-            continue
+    for op, _ in _family_ops(g, inherited, TF_IF + TF_WHILE, TF_FAMILY):
         try:
             if op.type in TF_IF:
                 _if_to_onnx(g, op, onnx_ns, taken)
@@ -466,12 +470,7 @@ def _to_tf(g: Graph, inherited: str | None, tf_ns: str, report: ControlReport, n
     for op in list(g):
         for body in _graph_attrs(op):
             _to_tf(body, inherited, tf_ns, report, nested=True)
-    for op in list(g.topological_order()):
-        if op.graph is not g or op.type not in ("If", "Loop"):
-            continue
-        ns = _ns(op, inherited)
-        if ns is None or not ns.startswith(ONNX_FAMILY):
-            continue
+    for op, ns in _family_ops(g, inherited, ("If", "Loop"), ONNX_FAMILY):
         try:
             if op.type == "If":
                 _if_to_tf(g, op, tf_ns, ns, nested)

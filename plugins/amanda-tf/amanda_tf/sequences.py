@@ -44,7 +44,16 @@ import numpy as np
 from amanda_core import Graph
 from amanda_core.ir.graph import Op, OutputPort
 
-from .control import ONNX_FAMILY, TF_FAMILY, ControlReport, _carry_names, _graph_attrs, _ns, _tf_function_attrs
+from .control import (
+    ONNX_FAMILY,
+    TF_FAMILY,
+    ControlReport,
+    _carry_names,
+    _family_ops,
+    _graph_attrs,
+    _ns,
+    _tf_function_attrs,
+)
 
 VARIANT_VALUES = "variant_values"
 """The graph attribute naming the graph inputs and outputs that are variants, with what each holds."""
@@ -151,12 +160,7 @@ def onnx_sequences_to_tf(graph: Graph) -> ControlReport:
     if held:
         graph.attrs[VARIANT_VALUES] = {k: v for k, v in held.items() if v is not None}
     for g, inherited in list(_walk(graph, None)):
-        for op in list(g.topological_order()):
-            if op.graph is not g or op.type not in SEQUENCE_OPS:
-                continue
-            ns = _ns(op, inherited)
-            if ns is None or not ns.startswith(ONNX_FAMILY):
-                continue
+        for op, ns in _family_ops(g, inherited, SEQUENCE_OPS, ONNX_FAMILY):
             if op.type == "Identity" and not any(_is_variant(p.dtype) for p in op.output_ports):
                 continue
             main = graph.namespace if graph.namespace and graph.namespace.startswith(ONNX_FAMILY) else ns
