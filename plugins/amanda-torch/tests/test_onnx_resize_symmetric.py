@@ -33,26 +33,28 @@ def _model(mode: str, by: str, values: list[float]) -> tuple[Any, dict[str, np.n
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)]), feeds
 
 
-def _outcome(bench: Any, model: Any, feeds: dict[str, np.ndarray]) -> tuple[str, str]:
+def _outcome(bench: Any, tables: list[Any], model: Any, feeds: dict[str, np.ndarray]) -> tuple[str, str]:
     from amanda_core.plugin.manager import registry
 
     expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     case = SimpleNamespace(model=model, data_sets=[(list(feeds.values()), expected)], rtol=1e-4, atol=1e-5)
-    outcome, why, _ = bench.amanda_case(case, bench.amanda_tables(), registry().namespaces)
+    outcome, why, _ = bench.amanda_case(case, tables, registry().namespaces)
     return outcome, why
 
 
 @pytest.mark.parametrize("mode,by,values", [("linear", "scales", [1.0, 1.0, 1.7, 0.6]),
                                             ("cubic", "scales", [1.0, 1.0, 0.7, 2.5]),
                                             ("linear", "sizes", [1, 2, 8, 4])])
-def test_half_pixel_symmetric_matches_onnxruntime(bench: Any, mode: str, by: str, values: list[float]) -> None:
+def test_half_pixel_symmetric_matches_onnxruntime(bench: Any, tables: list[Any], mode: str, by: str,
+                                                  values: list[float]) -> None:
     model, feeds = _model(mode, by, values)
-    assert _outcome(bench, model, feeds) == ("passed", "")
+    assert _outcome(bench, tables, model, feeds) == ("passed", "")
 
 
 @pytest.mark.parametrize("mode,by,values", [("nearest", "scales", [1.0, 1.0, 2.0, 2.0]),
                                             ("cubic", "sizes", [1, 2, 3, 9])])
-def test_half_pixel_symmetric_without_rule_is_refused(bench: Any, mode: str, by: str, values: list[float]) -> None:
+def test_half_pixel_symmetric_without_rule_is_refused(bench: Any, tables: list[Any], mode: str, by: str,
+                                                      values: list[float]) -> None:
     """Nearest mode has no rule for this coordinate mode; cubic with run-time sizes has none in any such mode."""
     model, feeds = _model(mode, by, values)
-    assert _outcome(bench, model, feeds) == ("refused", "Resize")
+    assert _outcome(bench, tables, model, feeds) == ("refused", "Resize")
