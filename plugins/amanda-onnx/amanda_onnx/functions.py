@@ -15,30 +15,14 @@ from __future__ import annotations
 __all__ = ["expand_functions"]
 
 import copy
-import re
-from typing import Any
 
 from amanda_core import Graph
 from amanda_core.ir.graph import Op
 
-ONNX_FAMILY = "amanda/onnx/"
+from .dtypes import parse_dtype, type_proto_from_dtype
+from .unroll import ONNX_FAMILY, _inline, _replace_outputs
+
 EXPAND = ("LinearAttention",)
-_TENSOR = re.compile(r"^tensor\((\w+)\)\[(.*)\]$")
-
-
-def _type_proto(dtype: Any) -> Any:
-    import onnx
-
-    m = _TENSOR.match(str(dtype)) if dtype is not None else None
-    if m is None:
-        return None
-    elem = {"float": 1, "uint8": 2, "int8": 3, "uint16": 4, "int16": 5, "int32": 6, "int64": 7, "bool": 9,
-            "float16": 10, "double": 11, "uint32": 12, "uint64": 13, "bfloat16": 16}.get(m.group(1))
-    if elem is None:
-        return None
-    dims = [d.strip() for d in m.group(2).split(",")] if m.group(2).strip() else []
-    shape = [int(d) if d.isdigit() else d for d in dims]
-    return onnx.helper.make_tensor_type_proto(elem, shape)
 
 
 def expand_functions(graph: Graph) -> str:
@@ -79,10 +63,10 @@ def _expand(g: Graph, op: Op, opset: int) -> str | None:
     for (_, src), name in zip(ins, names):
         if src is None:
             continue
-        t = _type_proto(src.dtype)
-        if t is None:
+        t = parse_dtype(src.dtype) if src.dtype is not None else None
+        if t is None or t.kind != "tensor" or t.shape is None:
             return "an input's type is not known"
-        types.append(onnx.helper.make_value_info(name, t))
+        types.append(onnx.helper.make_value_info(name, type_proto_from_dtype(t)))
     while names and names[-1] == "":
         names.pop()
     outs = [f"out_{i}" for i in range(len(op.output_ports))]
@@ -113,31 +97,11 @@ def _expand(g: Graph, op: Op, opset: int) -> str | None:
     clash = [n for n in inner if n in taken and n not in names]
     if clash:
         return f"its body's names {', '.join(clash[:3])} are taken"
-    mapping: dict[int, Any] = {}
-    for gi in sub.input_ports:
-        mapping[id(gi)] = dict(zip(names, [src for _, src in ins]))[gi.name]
-    for inner_op in sub.topological_order():
-        sources = [None if p.source is None else mapping[id(p.source)] for p in inner_op.input_ports]
-        attrs2 = {k: (copy.deepcopy(v) if isinstance(v, Graph) else v) for k, v in inner_op.attrs.items()}
-        new = g.add_op(inner_op.type, g.unique_name(f"{op.name}_{inner_op.name}"), namespace=inner_op.namespace,
-                       inputs=[p.name for p in inner_op.input_ports],
-                       outputs=[(q.name, q.dtype) for q in inner_op.output_ports], attrs=attrs2 or None,
-                       sources=sources)
-        new.meta = dict(inner_op.meta or {})
-        for q, c in zip(inner_op.output_ports, new.output_ports):
-            mapping[id(q)] = c
-    for q, go in zip(op.output_ports, sub.output_ports):
-        src = mapping[id(go.source)]
+    fed = dict(zip(names, [src for _, src in ins]))
+    outs = _inline(g, sub, sub.topological_order(), [fed[gi.name] for gi in sub.input_ports], {}, op.name,
+                   keep_names=True)
+    for q, src in zip(op.output_ports, outs):
         if src.dtype is None:
             src.dtype = q.dtype
-        if q.consumers:
-            g.replace_all_uses(q, src)
-    recorded = (op.meta or {}).get("outputs") or {}
-    for q, go in zip(op.output_ports, sub.output_ports):  # the op's ONNX output names go to the body's producers
-        src = mapping[id(go.source)]
-        name = recorded.get(q.name)
-        if name and src.op is not None:
-            src.op.meta = {**(src.op.meta or {}),
-                           "outputs": {**((src.op.meta or {}).get("outputs") or {}), src.name: name}}
-    g.remove_op(op, rewire={q.name: None for q in op.output_ports})
+    _replace_outputs(g, op, {q.name: src for q, src in zip(op.output_ports, outs)})
     return None
