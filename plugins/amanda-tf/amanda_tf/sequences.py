@@ -47,6 +47,8 @@ from amanda_core.ir.graph import Op, OutputPort
 from .control import (
     ONNX_FAMILY,
     TF_FAMILY,
+    TF_IF,
+    TF_WHILE,
     ControlReport,
     _carry_names,
     _family_ops,
@@ -544,7 +546,7 @@ def _onnx_elem(text: Any) -> str:
 
 
 def _dims(rank: int) -> str:
-    return "[" + ",".join("?" * 1 for _ in range(rank)) + "]"
+    return "[" + ",".join("?" * rank) + "]"
 
 
 # --------------------------------------------------------------------------- after the table
@@ -567,6 +569,13 @@ def settle_variants(graph: Graph) -> int:
             port.dtype = "variant"
             changed += 1
 
+    def typed(types: Any, port_lists: list[Any]) -> None:
+        """The ``k``-th port of each list is a variant where ``types[k]`` says so (a function op's signature)."""
+        for k, t in enumerate(types or []):
+            for ports in port_lists:
+                if t == "variant" and k < len(ports):
+                    put(ports[k])
+
     recorded = graph.attrs.get(VARIANT_VALUES) or {}
     for p in list(graph.input_ports) + list(graph.output_ports):
         if p.name in recorded:
@@ -582,34 +591,16 @@ def settle_variants(graph: Graph) -> int:
                 put(op.output_ports[0])
             if op.type == "OptionalGetValue" and op.attrs.get("output_types") == ["variant"]:
                 put(op.output_ports[0])
-            if op.type in ("StatelessWhile", "While"):
-                types = list(op.attrs.get("T") or [])
+            if op.type in TF_WHILE:
                 fns = [f for f in (op.attrs.get("cond"), op.attrs.get("body")) if isinstance(f, Graph)]
-                for k, t in enumerate(types):
-                    if t != "variant":
-                        continue
-                    if k < len(op.output_ports):
-                        put(op.output_ports[k])
-                    for f in fns:
-                        if k < len(f.input_ports):
-                            put(f.input_ports[k])
-                    body = op.attrs.get("body")
-                    if isinstance(body, Graph) and k < len(body.output_ports):
-                        put(body.output_ports[k])
-            if op.type in ("StatelessIf", "If"):
-                tin, tout = list(op.attrs.get("Tin") or []), list(op.attrs.get("Tout") or [])
-                for b in (op.attrs.get("then_branch"), op.attrs.get("else_branch")):
-                    if not isinstance(b, Graph):
-                        continue
-                    for k, t in enumerate(tin):
-                        if t == "variant" and k < len(b.input_ports):
-                            put(b.input_ports[k])
-                    for k, t in enumerate(tout):
-                        if t == "variant" and k < len(b.output_ports):
-                            put(b.output_ports[k])
-                for k, t in enumerate(tout):
-                    if t == "variant" and k < len(op.output_ports):
-                        put(op.output_ports[k])
+                body = op.attrs.get("body")
+                typed(op.attrs.get("T"), [op.output_ports] + [f.input_ports for f in fns]
+                      + ([body.output_ports] if isinstance(body, Graph) else []))
+            if op.type in TF_IF:
+                branches = [b for b in (op.attrs.get("then_branch"), op.attrs.get("else_branch"))
+                            if isinstance(b, Graph)]
+                typed(op.attrs.get("Tin"), [b.input_ports for b in branches])
+                typed(op.attrs.get("Tout"), [op.output_ports] + [b.output_ports for b in branches])
     return changed
 
 
