@@ -38,7 +38,6 @@ from __future__ import annotations
 
 __all__ = ["unroll_onnx", "UnrollReport", "UNROLLED"]
 
-import re
 from typing import Any, Callable, Sequence
 
 import attrs
@@ -47,12 +46,13 @@ import numpy as np
 from amanda_core import Graph
 from amanda_core.ir.graph import Op, OutputPort
 from amanda_core.namespace.registry import NOT_CONSTANT
+from amanda_core.namespace.types import TypeExprError
 
+from .dtypes import elem_type_from_numpy, format_shape, parse_dtype
 from .names import scope_names
 from .schemas import constant_value
 
 ONNX_FAMILY = "amanda/onnx/"
-_TENSOR = re.compile(r"^tensor\((\w+)\)\[(.*)\]$")
 _FLOATS = {"float": np.float32, "double": np.float64}
 
 
@@ -91,18 +91,20 @@ def _dtype(elem: str | None, dims: Sequence[Any] | None) -> str | None:
     """``tensor(<elem>)[dims]`` (a dim may be a symbolic name); None when the element type is not known."""
     if elem is None or dims is None:
         return None
-    return f"tensor({elem})[{','.join(str(d) for d in dims)}]"
+    return f"tensor({elem}){format_shape(dims)}"
 
 
 def _dims(port: OutputPort | None) -> tuple[str, list[Any]] | None:
-    """Element type and dims (ints, or the names of symbolic ones) of a port's ONNX tensor type."""
+    """Element type and dims (ints, or the names of symbolic ones) of a port's ONNX tensor type of a known rank."""
     if port is None or port.dtype is None:
         return None
-    m = _TENSOR.match(str(port.dtype))
-    if m is None:
+    try:
+        t = parse_dtype(str(port.dtype))
+    except TypeExprError:
         return None
-    dims = [d.strip() for d in m.group(2).split(",")] if m.group(2).strip() else []
-    return m.group(1), [int(d) if re.fullmatch(r"\d+", d) else d for d in dims]
+    if t.kind != "tensor" or t.shape is None:
+        return None
+    return t.elem_type, list(t.shape)  # type: ignore[return-value]
 
 
 class _Writer:
@@ -121,10 +123,8 @@ class _Writer:
 
     def const(self, value: Any) -> OutputPort:
         value = np.asarray(value)
-        elem = {np.dtype(np.int64): "int64", np.dtype(np.int32): "int32", np.dtype(np.float32): "float",
-                np.dtype(np.float64): "double"}[value.dtype]
         o = self.g.add_op("Constant", self.g.unique_name(f"{self.base}_const"), attrs={"value": value},
-                          outputs=[("output", f"tensor({elem})[{','.join(str(d) for d in value.shape)}]")])
+                          outputs=[("output", _dtype(elem_type_from_numpy(value.dtype), value.shape))])
         return o.output_ports[0]
 
     def one(self, type_: str, ins: Sequence[OutputPort], elem: str, dims: list[int], names: Sequence[str],
