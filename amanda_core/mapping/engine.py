@@ -23,7 +23,7 @@ __all__ = ["ApplyReport", "Candidate", "RuleReport", "Converter", "apply_table",
 from collections import Counter
 from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, Collection, Iterator, Sequence
 
 import attrs
@@ -133,6 +133,7 @@ class Converter:
         (:attr:`RuleReport.candidates`; also those named by an enclosing :func:`explaining_rules`); matching
         other rules costs nothing more."""
         self._schemas: dict[str, NamespaceSchema | None] = {}
+        self._op_schemas: dict[tuple[str | None, str | None], OpSchema | None] = {}
         self.library = library_for(self.registry.type_systems)
         self._parse_cache: dict[tuple[str, str], Any] = {}
         self._slot_systems: dict[tuple[Any, ...], str | None] = {}
@@ -160,8 +161,14 @@ class Converter:
             raise
 
     def op_schema(self, op: Op, inherited: str | None = None) -> OpSchema | None:
-        s = self.schema(op_namespace(op, inherited))
-        return s.get(op.type) if s is not None and op.type is not None else None
+        """The schema of ``op``'s type in its namespace (looked up once per namespace and type)."""
+        key = (op_namespace(op, inherited), op.type)
+        try:
+            return self._op_schemas[key]
+        except KeyError:
+            s = self.schema(key[0])
+            found = self._op_schemas[key] = s.get(key[1]) if s is not None and key[1] is not None else None
+            return found
 
     def parse_dtype(self, port: Port, inherited: str | None = None) -> Any:
         """A port's dtype parsed by the type system of its schema slot (or of its namespace)."""
@@ -369,7 +376,6 @@ class Converter:
     def _pass(self, g: Graph, inherited: str | None, table: MappingTable, rule: Rule, src_spec: NamespaceSpec,
               dst_ns: str, dst_schema: NamespaceSchema | None, family_same: bool, rr: RuleReport) -> bool:
         in_ns: dict[str | None, bool] = {}  # a namespace -> whether the table reads it (asked of every candidate)
-        op_schemas: dict[tuple[str | None, str | None], OpSchema | None] = {}
 
         def in_src(op: Op) -> bool:
             ns = op_namespace(op, inherited)
@@ -378,14 +384,7 @@ class Converter:
                 found = in_ns[ns] = ns is not None and src_spec.matches(ns)
             return found
 
-        def schema_of(op: Op) -> OpSchema | None:
-            key = (op_namespace(op, inherited), op.type)
-            try:
-                return op_schemas[key]
-            except KeyError:
-                s = self.schema(key[0])
-                found = op_schemas[key] = s.get(key[1]) if s is not None and key[1] is not None else None
-                return found
+        schema_of = partial(self.op_schema, inherited=inherited)
 
         ctx = MatchContext(in_namespace=in_src, schema_of=schema_of,
                            parse_dtype=lambda port: self.parse_dtype(port, inherited), library=self.library,

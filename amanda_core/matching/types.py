@@ -52,16 +52,6 @@ class Scope(dict):  # type: ignore[type-arg]
         super().__init__()
         self.library = library
 
-    def lookup(self, name: str, default: Any = None) -> Any:
-        """The value ``name`` has here: the match's, else the library's, else ``default``."""
-        if name in self:
-            return self[name]
-        return self.library.get(name, default)
-
-    def flat(self) -> dict[str, Any]:
-        """Every name, library included, as one plain dict."""
-        return {**self.library, **self}
-
 
 @attrs.define
 class MatchContext:
