@@ -28,9 +28,10 @@ from typing import Any
 from amanda_core import Graph
 from amanda_core.ir.graph import Op, OutputPort
 
+from .importer import literal_type_text
+
 RNN_OPS = ("aten::gru.input", "aten::lstm.input", "aten::rnn_tanh.input", "aten::rnn_relu.input")
 FLAGS = ("has_biases", "num_layers", "dropout", "train", "bidirectional", "batch_first")
-LITERAL_TYPES = {bool: "bool", int: "int", float: "float"}
 
 
 def _literal(op: Op, port: str) -> Any:
@@ -72,17 +73,15 @@ def _with_first_dim(dtype: Any, size: int) -> str | None:
 class _Splitter:
     def __init__(self, graph: Graph, op: Op) -> None:
         self.g = graph
-        self.op = op
         self.ns = op.namespace
 
     def add(self, type_: str, base: str, inputs: list[tuple[str, OutputPort]], outputs: list[tuple[str, Any]],
             attrs: dict[str, Any] | None = None) -> Op:
-        new = self.g.add_op(type_, self.g.unique_name(base), inputs=[n for n, _ in inputs], outputs=outputs,
-                            attrs=attrs, namespace=self.ns, sources=[s for _, s in inputs])
-        return new
+        return self.g.add_op(type_, self.g.unique_name(base), inputs=[n for n, _ in inputs], outputs=outputs,
+                             attrs=attrs, namespace=self.ns, sources=[s for _, s in inputs])
 
     def literal(self, value: Any, base: str) -> OutputPort:
-        return self.add("prim::Constant", base, [], [("output", LITERAL_TYPES[type(value)])],
+        return self.add("prim::Constant", base, [], [("output", literal_type_text(value))],
                         {"value": value}).output_ports[0]
 
     def list_of(self, sources: list[OutputPort], base: str) -> OutputPort:
