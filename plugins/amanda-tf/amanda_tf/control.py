@@ -92,6 +92,14 @@ def _family_ops(g: Graph, inherited: str | None, types: tuple[str, ...], family:
             yield op, ns
 
 
+def _installed_tf_ns() -> str | None:
+    """The namespace of the installed TensorFlow's ops; None without TensorFlow."""
+    from .namespace import TensorFlowNamespaces
+
+    found = TensorFlowNamespaces().installed()
+    return None if found is None else f"{TF_FAMILY}{found[1]}"
+
+
 def _family_ns(graph: Graph, family: str) -> str | None:
     for g in _walk(graph):
         if g.namespace is not None and g.namespace.startswith(family):
@@ -394,12 +402,9 @@ def onnx_control_to_tf(graph: Graph) -> ControlReport:
     """ONNX ``If``/``Loop`` as ``StatelessIf``/``StatelessWhile`` whose functions take the outer values they read
     as arguments; the functions keep their ONNX ops for ``onnx-to-tf`` to convert."""
     report = ControlReport()
-    from .namespace import TensorFlowNamespaces
-
-    found = TensorFlowNamespaces().installed()
-    if found is None:
+    tf_ns = _installed_tf_ns()
+    if tf_ns is None:
         return report
-    tf_ns = f"amanda/tensorflow/{found[1]}"
     if any(op.type in ("If", "Loop") for g in _walk(graph) for op in g):
         _type_subgraphs(graph)
     _to_tf(graph, graph.namespace, tf_ns, report)

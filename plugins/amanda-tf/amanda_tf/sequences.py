@@ -53,6 +53,7 @@ from .control import (
     _carry_names,
     _family_ops,
     _graph_attrs,
+    _installed_tf_ns,
     _ns,
     _tf_function_attrs,
 )
@@ -151,23 +152,20 @@ def onnx_sequences_to_tf(graph: Graph) -> ControlReport:
     """Every ONNX sequence and optional op (in the graph and its bodies) as TensorFlow ``TensorList`` and
     ``Optional`` ops; the graph's variant inputs and outputs recorded in its ``variant_values`` attribute."""
     report = ControlReport()
-    from .namespace import TensorFlowNamespaces
-
-    found = TensorFlowNamespaces().installed()
-    if found is None:
+    tf_ns = _installed_tf_ns()
+    if tf_ns is None:
         return report
-    tf_ns = f"amanda/tensorflow/{found[1]}"
     held = {p.name: _held(p.dtype) for p in list(graph.input_ports) + list(graph.output_ports)
             if _is_variant(p.dtype)}
     if held:
         graph.attrs[VARIANT_VALUES] = {k: v for k, v in held.items() if v is not None}
+    main = graph.namespace if graph.namespace and graph.namespace.startswith(ONNX_FAMILY) else None
     for g, inherited in list(_walk(graph, None)):
         for op, ns in _family_ops(g, inherited, SEQUENCE_OPS, ONNX_FAMILY):
             if op.type == "Identity" and not any(_is_variant(p.dtype) for p in op.output_ports):
                 continue
-            main = graph.namespace if graph.namespace and graph.namespace.startswith(ONNX_FAMILY) else ns
             try:
-                _Writer(g, op, tf_ns, main).write()  # the ONNX ops it adds in the namespace the table reads
+                _Writer(g, op, tf_ns, main or ns).write()  # the ONNX ops it adds in the namespace the table reads
             except _Refused as e:
                 report.left.append(f"{op.type} {op.name!r}: {e}")
             else:
