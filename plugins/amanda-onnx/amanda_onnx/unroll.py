@@ -305,6 +305,7 @@ def _recurrence(g: Graph, op: Op) -> str | None:
         h0 = None if h0 is None else w.transpose(h0, [1, 0, 2], elem, [dirs, batch, hidden])
         c0 = None if c0 is None else w.transpose(c0, [1, 0, 2], elem, [dirs, batch, hidden])
     steps = [w.gather(x, t, elem, [batch, size]) for t in range(seq)]
+    lens_dtype = np.int32 if seq_lens is not None and _elem(seq_lens) == "int32" else np.int64
     ys, yhs, ycs = [], [], []
     for d in range(dirs):
         weights = _Weights(w, ports, d, elem, size, hidden, gates, b, peep)
@@ -332,8 +333,7 @@ def _recurrence(g: Graph, op: Op) -> str | None:
                 continue
             # a sequence shorter than t + 1 skips step t: its state stays, its output there is zero (the reverse
             # direction, stepping from the end, so starts at each sequence's own last step)
-            lens_elem = _elem(seq_lens)
-            within = w.one("Less", [w.const(np.array(t, dtype=np.int32 if lens_elem == "int32" else np.int64)),
+            within = w.one("Less", [w.const(np.array(t, dtype=lens_dtype)),
                                     seq_lens], "bool", [batch], ["A", "B"], "C")
             within = w.unsqueeze(within, 1, "bool", [batch, 1])
             h = w.one("Where", [within, h_t, h], elem, bh, ["condition", "X", "Y"], "output")
@@ -342,8 +342,7 @@ def _recurrence(g: Graph, op: Op) -> str | None:
             if kind == "LSTM":
                 c = w.one("Where", [within, c_t, c], elem, bh, ["condition", "X", "Y"], "output")
         if seq_lens is not None:  # a sequence of no steps ends in zero states (as onnxruntime's kernels give)
-            lens_elem = _elem(seq_lens)
-            some = w.one("Less", [w.const(np.array(0, dtype=np.int32 if lens_elem == "int32" else np.int64)),
+            some = w.one("Less", [w.const(np.array(0, dtype=lens_dtype)),
                                   seq_lens], "bool", [batch], ["A", "B"], "C")
             some = w.unsqueeze(some, 1, "bool", [batch, 1])
             h = w.one("Where", [some, h, zeros], elem, bh, ["condition", "X", "Y"], "output")  # type: ignore
@@ -514,7 +513,7 @@ def _scan(g: Graph, op: Op) -> str | None:
         length = dims[a]
         axes.append(a)
     assert length is not None
-    if length < 1 or (k and length < 1):
+    if length < 1:
         return "an empty sequence"
     outer = _outer_values(g, body)
     if isinstance(outer, str):
@@ -546,8 +545,7 @@ def _scan(g: Graph, op: Op) -> str | None:
             a += rank + 1
         ex = None if dims is None else dims[:a] + [1] + dims[a:]
         full = None if dims is None else dims[:a] + [length] + dims[a:]
-        parts = [w.one("Unsqueeze", [y, w.const(np.array([a], dtype=np.int64))], elem, ex,  # type: ignore[arg-type]
-                       ["data", "axes"], "expanded") for y in steps]
+        parts = [w.unsqueeze(y, a, elem, ex) for y in steps]  # type: ignore[arg-type]
         new[q.name] = _identity(w, w.concat(parts, a, elem, full), elem, q.dtype)  # type: ignore[arg-type]
     _replace_outputs(g, op, new)
     return None
