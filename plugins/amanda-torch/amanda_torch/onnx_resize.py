@@ -36,12 +36,14 @@ def resize_symmetric_to_torch(graph: Graph) -> str:
     if _opset(graph.namespace) is None:
         return "not an ONNX graph: nothing to do"
     moved = 0
-    for nested in [None, *graph.nested_graphs(graph.namespace)]:
-        g = graph if nested is None else nested.graph
-        around = graph.namespace if nested is None else (nested.graph.namespace or nested.inherited)
+    scopes = [(graph, graph.namespace), *((n.graph, n.graph.namespace or n.inherited)
+                                          for n in graph.nested_graphs(graph.namespace))]
+    for g, around in scopes:
         for op in g:
-            opset = _opset(op.namespace or g.namespace or around)
-            if op.type != "Resize" or opset is None or opset < 19:
+            if op.type != "Resize":
+                continue
+            opset = _opset(op.namespace or around)
+            if opset is None or opset < 19:
                 continue
             if op.attrs.get("coordinate_transformation_mode") == "half_pixel_symmetric" \
                     and op.attrs.get("mode", "nearest") in ("linear", "cubic"):
