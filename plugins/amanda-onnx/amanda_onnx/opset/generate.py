@@ -30,7 +30,8 @@ from importlib import resources
 from typing import Any
 
 import attrs
-import yaml
+
+from amanda_core.serialization.yamlio import safe_load
 
 from .diff import OpChange, PortInfo
 
@@ -56,7 +57,7 @@ def _key(text: str) -> tuple[int, str]:
 @lru_cache(maxsize=1)
 def load_policy() -> Policy:
     text = resources.files(__package__).joinpath("policy.yaml").read_text(encoding="utf-8")
-    data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - a safe loader
+    data = safe_load(text, "policy.yaml")
     up, down = data.get("upgrade") or {}, data.get("downgrade") or {}
     return Policy(
         droppable_attrs=frozenset(data.get("droppable_attrs") or {}),
