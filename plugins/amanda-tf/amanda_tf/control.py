@@ -500,8 +500,7 @@ def _carry_names(old: Op, outs: list[OutputPort]) -> None:
             producer.meta = {**(producer.meta or {}), "outputs": {**names, r.name: recorded[q.name]}}
 
 
-def _resolve(g: Graph, names: list[str], what: str, nested: bool = False,
-             bodies: tuple[Graph, ...] = ()) -> list[OutputPort]:
+def _resolve(g: Graph, names: list[str], what: str, nested: bool, bodies: tuple[Graph, ...]) -> list[OutputPort]:
     """The values ``names`` in ``g``; in a nested graph, a name it does not make is read from the graph around it
     through an ``OuterValue`` (typed as the ``bodies`` read it), which that graph's own op then captures."""
     scope = _scope_values(g)
@@ -548,7 +547,7 @@ def _tf_shapes(ports: list[Any]) -> list[Any]:
     return shapes
 
 
-def _if_to_tf(g: Graph, op: Op, tf_ns: str, onnx_ns: str | None = None, nested: bool = False) -> None:
+def _if_to_tf(g: Graph, op: Op, tf_ns: str, onnx_ns: str, nested: bool) -> None:
     then_b, else_b = op.attrs.get("then_branch"), op.attrs.get("else_branch")
     if not isinstance(then_b, Graph) or not isinstance(else_b, Graph):
         raise _Refused("a branch is not a graph")
@@ -574,7 +573,7 @@ def _if_to_tf(g: Graph, op: Op, tf_ns: str, onnx_ns: str | None = None, nested: 
     if any(s is None for s in attrs["output_shapes"]):
         del attrs["output_shapes"]
     for b in (then_b, else_b):
-        _tf_function_attrs(b, onnx_ns or _ns(op, None) or g.namespace)
+        _tf_function_attrs(b, onnx_ns)
     new = g.add_op("StatelessIf", g.unique_name(op.name + "/if"), namespace=tf_ns,
                    inputs=[("cond", cond.dtype)] + [(f"input_{i}", s.dtype) for i, s in enumerate(sources)],
                    outputs=[(f"output_{i}", q.dtype) for i, q in enumerate(op.output_ports)],
@@ -585,7 +584,7 @@ def _if_to_tf(g: Graph, op: Op, tf_ns: str, onnx_ns: str | None = None, nested: 
     g.rename_op(new, name)
 
 
-def _loop_to_tf(g: Graph, op: Op, tf_ns: str, onnx_ns: str, nested: bool = False) -> None:
+def _loop_to_tf(g: Graph, op: Op, tf_ns: str, onnx_ns: str, nested: bool) -> None:
     body = op.attrs.get("body")
     if not isinstance(body, Graph):
         raise _Refused("its body is not a graph")
