@@ -95,3 +95,12 @@ def test_yaml_syntax_error_has_file_and_line(tmp_path):
         load_schema(p)
     assert str(exc.value).startswith(f"{p}:")
     assert exc.value.location.line is not None
+
+
+def test_input_position_is_the_slot_order_and_leaves_equality_alone() -> None:
+    from amanda_core.namespace.schema import OpSchema, PortSchema
+
+    a = OpSchema("Conv", input_ports=(PortSchema("X"), PortSchema("W"), PortSchema("B", optional=True)))
+    b = OpSchema("Conv", input_ports=(PortSchema("X"), PortSchema("W"), PortSchema("B", optional=True)))
+    assert [a.input_position(n) for n in ("X", "W", "B", "Y")] == [0, 1, 2, None]
+    assert a == b  # the positions a was asked for are no part of what it is

@@ -809,31 +809,17 @@ def _rename_ports(op: Op, kind: str, ports: list[Any], names: list[str], dtypes:
         add(n, _as_dtype_text(dt))
 
 
-_SLOT_ORDERS: dict[int, tuple[OpSchema, dict[str, int]]] = {}
-
-
-def _slot_order(schema: OpSchema) -> dict[str, int]:
-    """An op schema's input slot names -> their positions (made once per schema)."""
-    found = _SLOT_ORDERS.get(id(schema))
-    if found is None or found[0] is not schema:
-        if len(_SLOT_ORDERS) > 4096:
-            _SLOT_ORDERS.clear()
-        found = _SLOT_ORDERS[id(schema)] = (schema, {s.name: i for i, s in enumerate(schema.input_ports)})
-    return found[1]
-
-
 def _slot_index(op: Op, name: str, schema: OpSchema | None) -> int | None:
     """Where a new input port ``name`` goes among ``op``'s inputs: after every port whose schema slot comes before
     its own (the end when the schema does not say)."""
     if schema is None:
         return None
-    order = _slot_order(schema)
-    mine = order.get(name)
+    mine = schema.input_position(name)
     if mine is None:
         return None
     index = 0
     for i, p in enumerate(op.input_ports):
-        pos = order.get(p.name)
+        pos = schema.input_position(p.name)
         if pos is None or pos < mine:
             index = i + 1
     return index

@@ -139,6 +139,8 @@ class OpSchema:
     deprecated: bool = False
     doc: str = ""
     meta: Mapping[str, Any] = field(factory=dict, converter=_frozen_mapping)
+    _input_positions: dict[str, int] | None = field(default=None, init=False, eq=False, repr=False)
+    """Input slot name -> position, made the first time :meth:`input_position` is asked."""
 
     def attr(self, name: str) -> AttrSchema | None:
         for a in self.attrs:
@@ -151,6 +153,14 @@ class OpSchema:
 
     def input(self, name: str) -> PortSchema | None:
         return _port_for(self.input_ports, name)
+
+    def input_position(self, name: str) -> int | None:
+        """The position of the input slot called exactly ``name``, or None."""
+        positions = self._input_positions
+        if positions is None:
+            positions = {p.name: i for i, p in enumerate(self.input_ports)}
+            object.__setattr__(self, "_input_positions", positions)
+        return positions.get(name)
 
     def output(self, name: str) -> PortSchema | None:
         return _port_for(self.output_ports, name)
