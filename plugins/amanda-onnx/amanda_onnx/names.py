@@ -66,10 +66,10 @@ def value_name(q: OutputPort, taken: set[str]) -> str:
     return name
 
 
-def scope_names(graph: Graph, outer: dict[str, OutputPort] | None = None) -> dict[str, OutputPort]:
+def scope_names(graph: Graph) -> dict[str, OutputPort]:
     """ONNX value name -> the port of ``graph`` producing it (graph inputs, recorded node output names,
-    initializers), over ``outer``: the names of the graphs around it, which a nested graph reads by name."""
-    names: dict[str, OutputPort] = dict(outer or {})
+    initializers): what a graph nested in it reads by name."""
+    names: dict[str, OutputPort] = {}
     for gi in graph.input_ports:
         names[gi.name] = gi
     for op in graph:
