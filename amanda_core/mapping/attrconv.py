@@ -586,22 +586,17 @@ def _elem_of(dtype: Any) -> str | None:
     return None
 
 
-_NP_NAMES: dict[Any, str] = {}
-
-
 def _np_name(np_dtype: Any) -> str:
     """``np.dtype(np_dtype).name``, remembered (numpy works the name out anew each time it is asked)."""
     try:
-        return _NP_NAMES[np_dtype]
-    except (KeyError, TypeError):
-        pass
-    name = str(np.dtype(np_dtype).name)
-    try:
-        if len(_NP_NAMES) < 1024:
-            _NP_NAMES[np_dtype] = name
-    except TypeError:  # not hashable
-        pass
-    return name
+        return _np_name_cached(np_dtype)
+    except TypeError:  # not hashable: not remembered
+        return str(np.dtype(np_dtype).name)
+
+
+@functools.lru_cache(maxsize=256)
+def _np_name_cached(np_dtype: Any) -> str:
+    return str(np.dtype(np_dtype).name)
 
 
 def array_elem(value: Any) -> str | None:
