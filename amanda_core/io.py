@@ -96,6 +96,24 @@ def _plugin_of_framework(reg: Any, framework: str, kind: str) -> list[tuple[Any,
             or (framework == "torch" and (x.framework or "").startswith("torch"))]
 
 
+def _module_classes(path: str) -> list[str]:
+    """The top-level classes of a Python file that derive from a ``Module`` (``torch.nn.Module``, ``nn.Module``),
+    read without running it (a module Amanda wrote from a graph defines one); none when it does not parse."""
+    import ast
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), filename=path)
+    except (OSError, SyntaxError, ValueError):
+        return []
+    found = []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and any(
+                (b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "")) == "Module" for b in node.bases):
+            found.append(node.name)
+    return found
+
+
 def _no_importer(path: str, reg: Any, folder: bool = False) -> AmandaError:
     ext = _ext(path)
     known = _KNOWN_FILES.get(".savedmodel" if folder and os.path.exists(os.path.join(path, "saved_model.pb"))
@@ -110,6 +128,13 @@ def _no_importer(path: str, reg: Any, folder: bool = False) -> AmandaError:
     else:
         what = f"{ext} files" if ext else "files without an extension"
     if ext == ".py" and not folder:
+        stem = os.path.splitext(os.path.basename(path))[0]
+        folder_of = os.path.dirname(path) or "."
+        classes = _module_classes(path)
+        if classes:
+            names = " or ".join(f"{stem}:{c}" for c in classes)
+            return AmandaError(f"{path}: a Python file is not a model; it defines {names}: name that as the model "
+                               f"(run from {folder_of}, or with it on PYTHONPATH)")
         return AmandaError(f"{path}: a Python file is not a model; to convert the model it builds, name its "
                            "factory as MODULE:FUNCTION (e.g. mymodels:make_net, run from the folder that holds "
                            "mymodels.py)")

@@ -355,3 +355,18 @@ def test_16_the_command_quiets_tensorflow_logs():
     env = {**os.environ, "AMANDA_DISABLE_PLUGIN_AUTOLOAD": "1"}
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
     assert p.returncode == 0 and p.stdout.strip().endswith("level 2"), p.stderr
+
+
+def test_a_python_file_names_the_module_classes_it_defines(tmp_path: Path) -> None:
+    """A module written by Amanda (or anyone) defining an nn.Module: the message names ``stem:Class`` to give;
+    a file with none gets the general advice."""
+    made = tmp_path / "k.py"
+    made.write_text("import torch\nfrom torch import nn\n\n\nclass Model(torch.nn.Module):\n    pass\n\n\n"
+                    "class Head(nn.Module):\n    pass\n\n\nclass Plain:\n    pass\n")
+    with pytest.raises(AmandaError) as err:
+        load_model(str(made))
+    assert f"it defines k:Model or k:Head: name that as the model (run from {tmp_path}" in str(err.value)
+    plain = tmp_path / "helpers.py"
+    plain.write_text("def make():\n    return 1\n")
+    with pytest.raises(AmandaError, match="name its factory as MODULE:FUNCTION"):
+        load_model(str(plain))
