@@ -157,6 +157,10 @@ def elem_type_from_numpy(dtype: Any) -> str:
     :mod:`ml_dtypes` name such as ``"bfloat16"``).  Object, bytes and unicode arrays are ``string``."""
     if isinstance(dtype, str) and dtype in _BY_NUMPY:
         return _BY_NUMPY[dtype].name
+    if isinstance(dtype, np.dtype):
+        known = _FROM_NUMPY.get(dtype)
+        if known is not None:
+            return known
     try:
         dt = np.dtype(dtype)
     except TypeError:
@@ -169,7 +173,14 @@ def elem_type_from_numpy(dtype: Any) -> str:
     found = _BY_NUMPY.get(dt.name)
     if found is None:
         raise ValueError(f"numpy dtype {dt.name!r} has no ONNX element type")
+    if isinstance(dtype, np.dtype):
+        _FROM_NUMPY[dtype] = found.name
     return found.name
+
+
+_FROM_NUMPY: dict[np.dtype[Any], str] = {}
+"""The element type names of the numeric numpy dtypes :func:`elem_type_from_numpy` has been asked about (a
+dtype's ``name`` is slow to make)."""
 
 
 # --------------------------------------------------------------------------- dtype strings
@@ -449,6 +460,19 @@ def _with_text(t: OnnxType, text: str) -> OnnxType:
 def dtype_from_type_proto(tp: Any) -> str | None:
     """The dtype string of an ``onnx.TypeProto`` (shapes included), or None when the proto
     leaves the type unknown (no type set, or element type ``UNDEFINED`` somewhere)."""
+    if tp.WhichOneof("value") == "tensor_type":  # the common case, spelled here as OnnxType.format spells it
+        tt = tp.tensor_type
+        e = _BY_NUMBER.get(tt.elem_type)
+        if e is None:
+            return None
+        if not tt.HasField("shape"):
+            return f"tensor({e.name})"
+        dims = []
+        for d in tt.shape.dim:
+            v = d.WhichOneof("value")
+            dims.append(str(d.dim_value) if v == "dim_value" else _dim_text(d.dim_param) if v == "dim_param"
+                        else "?")
+        return f"tensor({e.name})[{','.join(dims)}]"
     t = _from_proto(tp)
     return t.format() if t is not None else None
 

@@ -21,7 +21,7 @@ from amanda_core.errors import FormatError, GraphError, Location
 from amanda_core.ir import Graph, Op, OutputPort, bulk_build, default_op_name
 from amanda_core.ir.tensor import MappedFile
 
-from .common import KIND_NAMES, PLANS, Plan, domain_component, infer_kind, is_model_proto, namespace_for
+from .common import KIND_NAMES, KIND_NUMBERS, PLANS, Plan, domain_component, infer_kind, is_model_proto, namespace_for
 from .dtypes import dtype_from_type_proto, type_proto_from_dtype
 from .plain import entries_to_plain, message_to_plain
 from .structural import INITIALIZER, OUTER_VALUE, SPARSE_INITIALIZER, STRUCTURAL_TYPES
@@ -71,6 +71,9 @@ _VALUE_FIELD = {"FLOAT": "f", "INT": "i", "STRING": "s", "TENSOR": "t", "GRAPH":
                 "TYPE_PROTO": "tp", "FLOATS": "floats", "INTS": "ints", "STRINGS": "strings", "TENSORS": "tensors",
                 "GRAPHS": "graphs", "SPARSE_TENSORS": "sparse_tensors", "TYPE_PROTOS": "type_protos"}
 _FIELD_KIND = {v: k for k, v in _VALUE_FIELD.items()}
+# the value fields of the attribute kinds whose value is read as it is: field -> (type number, kind)
+_SIMPLE = {fd: (KIND_NUMBERS[_FIELD_KIND[name]], _FIELD_KIND[name]) for fd, name in _A_VALUE.items()
+           if name in ("f", "i", "s", "floats", "ints", "strings")}
 (
     VALUE_INFO_NAME, VALUE_INFO_TYPE, VALUE_INFO_DOC_STRING, VALUE_INFO_METADATA_PROPS,
 ) = _fields(
@@ -371,11 +374,18 @@ class _Importer:
             g.topological_order()  # a node list that is not in order may hide a cycle: GraphCycleError names it
 
     def value_info(self, vi: Any, where: str) -> tuple[str, str | None, dict[str, Any] | None]:
-        d = dict(vi.ListFields())
-        name = d.pop(VALUE_INFO_NAME, None)
+        name = tp = d = None
+        for fd, v in vi.ListFields():
+            if fd is VALUE_INFO_NAME:
+                name = v
+            elif fd is VALUE_INFO_TYPE:
+                tp = v
+            else:
+                if d is None:
+                    d = {}
+                d[fd] = v
         if not name:
             raise self.error(f"{where} has no name")
-        tp = d.pop(VALUE_INFO_TYPE, None)
         dtype = None
         extra: dict[str, Any] | None = None
         if tp is not None:
@@ -633,8 +643,28 @@ class _Importer:
         infos: dict[str, Any] = {}
         order: list[str] = []
         has_refs = False
+        attr_kinds = plan.attr_kinds
         for a in attr_list:
-            name, value, kind, info = self.attribute(a, op, pending, scope)
+            fields = a.ListFields()
+            simple = None
+            if len(fields) == 3:  # name, value, type: an attribute of a plain kind holding its value, as a rule
+                (f_name, name), (f_value, raw), (f_type, number) = fields
+                simple = _SIMPLE.get(f_value)
+                if simple is not None and (f_name is not ATTR_NAME or f_type is not ATTR_TYPE or simple[0] != number):
+                    simple = None
+            if simple is not None:
+                kind = simple[1]
+                if kind == "INT" or kind == "FLOAT":
+                    value = raw
+                elif kind == "INTS" or kind == "FLOATS":
+                    value = raw[:]
+                elif kind == "STRING":
+                    value = _text(raw)
+                else:
+                    value = [_text(s) for s in raw]
+                info = None
+            else:
+                name, value, kind, info = self.attribute(a, op, pending, scope, fields)
             if name in attrs or name in infos and "ref_attr_name" in infos[name]:
                 raise self.error(f"{scope.where}: node {_node_label(op)} has the attribute {name!r} twice")
             order.append(name)
@@ -643,7 +673,7 @@ class _Importer:
                 has_refs = True
             else:
                 attrs[name] = value
-                expected = plan.attr_kinds.get(name)
+                expected = attr_kinds.get(name)
                 if expected is None:
                     if kind == "GRAPH" or (kind == "GRAPHS" and value):
                         expected = kind
@@ -660,8 +690,10 @@ class _Importer:
             meta["attr_order"] = order
 
     def attribute(self, a: Any, op: Op, pending: list[tuple[Op, str, Any, int | None]],
-                  scope: _Scope) -> tuple[str, Any, str, dict[str, Any] | None]:
-        d = dict(a.ListFields())
+                  scope: _Scope, fields: Any = None) -> tuple[str, Any, str, dict[str, Any] | None]:
+        """``(name, value, kind, info)`` of an AttributeProto (``fields``: its ``ListFields()``, when the caller
+        has them)."""
+        d = dict(fields if fields is not None else a.ListFields())
         name = d.pop(ATTR_NAME, None)
         if name is None:
             raise self.error(f"{scope.where}: node {_node_label(op)} has an attribute without a name")

@@ -20,6 +20,7 @@ from typing import Any
 from amanda_core.errors import AmandaError
 from amanda_core.ir import Graph
 
+from .dtypes import dtype_from_type_proto, elem_type_from_numpy
 from .structural import INITIALIZER, OUTER_VALUE, STRUCTURAL_TYPES
 
 
@@ -34,18 +35,18 @@ def infer_types(graph: Graph) -> int:
     when inference fails (an inconsistent model), leaving the graph as it was.  When every node output is typed
     already (a model that states its ``value_info``), or untyped only where it feeds a graph output of a static
     tensor type, inference is not run: those outputs take that type, initializers theirs from their tensors."""
-    settled = _settled(graph)
+    graphs = [graph, *(nested.graph for nested in graph.nested_graphs())]
+    settled = _settled(graph, graphs)
     if settled is not None:
         # every node output is typed already (a model written with its value_info), or is a graph output of a
         # static type (which inference keeps as it is): inference would add nothing more
         for q, dtype in settled:
             q.dtype = dtype
-        return len(settled) + sum(_type_initializer(op) for op in _ops(graph)
+        return len(settled) + sum(_type_initializer(op) for g in graphs for op in g
                                   if op.type == INITIALIZER and op.namespace is None)
 
     import onnx
 
-    from .dtypes import dtype_from_type_proto
     from .exporter import to_model
 
     value_names: dict[Any, str] = {}
@@ -55,33 +56,38 @@ def infer_types(graph: Graph) -> int:
     except (onnx.shape_inference.InferenceError, ValueError, RuntimeError) as e:
         raise InferenceError(f"onnx shape inference failed: {e}") from None
     found: dict[str, Any] = {}
-    _value_types(inferred.graph, found)
+    _value_types(inferred.graph, found, len(graphs) > 1)
     if not found:
         return 0
     typed = 0
-    for op in _ops(graph):
-        if op.type == INITIALIZER and op.namespace is None:
-            typed += _type_initializer(op)
-            continue
-        if op.namespace is None and op.type in STRUCTURAL_TYPES and op.type != OUTER_VALUE:
-            continue  # (an outer value inside a body takes the type of the value it names)
-        for q in op.output_ports:
-            if q.dtype is not None and not _rank_unknown(q.dtype):
-                continue
-            value = value_names.get(q)  # the model's own name, or the one the export gave a value made here
-            tp = found.get(value) if value else None
-            if tp is None:
-                continue
-            dtype = dtype_from_type_proto(tp)
-            if dtype is not None and (q.dtype is None or _refines(q.dtype, dtype)):
-                q.dtype = dtype
-                typed += 1
+    for g in graphs:
+        for op in g:
+            if op.namespace is None:
+                t = op.type
+                if t == INITIALIZER:
+                    typed += _type_initializer(op)
+                    continue
+                if t in STRUCTURAL_TYPES and t != OUTER_VALUE:
+                    continue  # (an outer value inside a body takes the type of the value it names)
+            for q in op.output_ports:
+                old = q.dtype
+                if old is not None and not _rank_unknown(old):
+                    continue
+                value = value_names.get(q)  # the model's own name, or the one the export gave a value made here
+                tp = found.get(value) if value else None
+                if tp is None:
+                    continue
+                dtype = dtype_from_type_proto(tp)
+                if dtype is not None and (old is None or _refines(old, dtype)):
+                    q.dtype = dtype
+                    typed += 1
     return typed
 
 
-def _settled(graph: Graph) -> list[tuple[Any, str]] | None:
+def _settled(graph: Graph, graphs: list[Graph]) -> list[tuple[Any, str]] | None:
     """When inference cannot tell more than the graph says: the untyped node outputs with the type each gets
-    (the static tensor type of a top-level graph output it feeds); None when some output needs inference."""
+    (the static tensor type of a top-level graph output it feeds); None when some output needs inference.
+    ``graphs``: ``graph`` and the graphs nested in it."""
     if not graph.output_ports:
         return None
     static: dict[int, str | None] = {}
@@ -91,16 +97,18 @@ def _settled(graph: Graph) -> list[tuple[Any, str]] | None:
             ok = id(src) not in static and isinstance(dtype, str) and _static_tensor(dtype)
             static[id(src)] = dtype if ok else None
     out: list[tuple[Any, str]] = []
-    for op in _ops(graph):
-        if op.namespace is None and op.type in STRUCTURAL_TYPES and op.type != OUTER_VALUE:
-            continue  # initializers are typed from their tensors; other structural ops are never typed
-        for q in op.output_ports:
-            if q.dtype is not None and not _rank_unknown(q.dtype):
-                continue
-            dtype = static.get(id(q)) if q.graph is graph else None
-            if dtype is None or (q.dtype is not None and not _refines(q.dtype, dtype)):
-                return None
-            out.append((q, dtype))
+    for g in graphs:
+        for op in g:
+            if op.namespace is None and op.type in STRUCTURAL_TYPES and op.type != OUTER_VALUE:
+                continue  # initializers are typed from their tensors; other structural ops are never typed
+            for q in op.output_ports:
+                old = q.dtype
+                if old is not None and not _rank_unknown(old):
+                    continue
+                dtype = static.get(id(q)) if g is graph else None
+                if dtype is None or (old is not None and not _refines(old, dtype)):
+                    return None
+                out.append((q, dtype))
     return out
 
 
@@ -112,28 +120,24 @@ def _static_tensor(dtype: str) -> bool:
     return all(d.strip().isdigit() for d in dims.split(",")) if dims else True
 
 
-def _value_types(gp: Any, found: dict[str, Any]) -> None:
-    """Value name -> inferred type, in ``gp`` and the graphs its nodes hold (ONNX names are unique across a
-    model's graphs)."""
+def _value_types(gp: Any, found: dict[str, Any], nested: bool) -> None:
+    """Value name -> inferred type, in ``gp`` and, when ``nested`` (the graph holds graphs), the graphs its
+    nodes hold (ONNX names are unique across a model's graphs)."""
     import onnx
 
     for vi in gp.value_info:
         found.setdefault(vi.name, vi.type)
     for vi in gp.output:
         found.setdefault(vi.name, vi.type)
+    if not nested:
+        return
     for node in gp.node:
         for a in node.attribute:
             if a.type == onnx.AttributeProto.GRAPH:
-                _value_types(a.g, found)
+                _value_types(a.g, found, True)
             elif a.type == onnx.AttributeProto.GRAPHS:
                 for sub in a.graphs:
-                    _value_types(sub, found)
-
-
-def _ops(graph: Graph) -> Any:
-    yield from graph
-    for nested in graph.nested_graphs():
-        yield from nested.graph
+                    _value_types(sub, found, True)
 
 
 def _rank_unknown(dtype: str) -> bool:
@@ -156,10 +160,8 @@ def _type_initializer(op: Any) -> int:
     dtype, shape = getattr(value, "dtype", None), getattr(value, "shape", None)
     if dtype is None or shape is None:
         return 0
-    from .dtypes import OnnxType, elem_type_from_numpy
-
-    try:
-        q.dtype = str(OnnxType.tensor(elem_type_from_numpy(dtype), tuple(int(d) for d in shape)))
+    try:  # (the text OnnxType.tensor(elem, shape) gives, made directly)
+        q.dtype = f"tensor({elem_type_from_numpy(dtype)})[{','.join([str(int(d)) for d in shape])}]"
     except (ValueError, TypeError, KeyError):
         return 0
     return 1

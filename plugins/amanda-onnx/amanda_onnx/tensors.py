@@ -55,7 +55,7 @@ from amanda_core.ir.tensor import FileTensor, MappedFile
 
 from .dtypes import ELEM_TYPES, numpy_dtype
 from .plain import entries_to_plain, fill_entries, message_to_plain, plain_to_message
-from .wire import is_placeholder, placeholder_index
+from .wire import MAGIC, PLACEHOLDER_LEN, placeholder_index
 
 _F = onnx.TensorProto.DESCRIPTOR.fields_by_name
 F_DIMS = _F["dims"]
@@ -71,6 +71,7 @@ _TYPED = {_F[n]: n for n in ("float_data", "int32_data", "string_data", "int64_d
 
 EXTERNAL = 1
 _BIG_ENDIAN = sys.byteorder == "big"
+_MAGIC_LEN = len(MAGIC)
 
 # element type number -> storage field for typed data
 _FIELD = {1: "float_data", 2: "int32_data", 3: "int32_data", 4: "int32_data", 5: "int32_data", 6: "int32_data",
@@ -114,7 +115,7 @@ def _init_numbers() -> None:
 _init_numbers()
 
 # fast path: element types whose raw data is one numpy item per element
-_FAST: dict[int, tuple[np.dtype[Any], int]] = {}
+_FAST: dict[int, tuple[np.dtype[Any], int, str]] = {}  # number -> (dtype, item size, dtype name)
 for _e in ELEM_TYPES:
     if _e.number in _PACK4 or _e.number in _PACK2 or _e.number in _PACK6 or _e.number == 8:
         continue
@@ -122,7 +123,7 @@ for _e in ELEM_TYPES:
         _d = numpy_dtype(_e.number)
     except ValueError:
         continue
-    _FAST[_e.number] = (_d, _d.itemsize)
+    _FAST[_e.number] = (_d, _d.itemsize, _d.name)
 
 
 def plain_layout(number: int) -> int | None:
@@ -345,23 +346,33 @@ class TensorReader:
     def read(self, t: Any, where: str) -> tuple[Any, dict[str, Any] | None, str | None]:
         """``(value, extras, name)``: the tensor's array (or lazy tensor), its extras (None when it has
         none) and its name (None when the field is absent)."""
-        d = dict(t.ListFields())
-        dims = d.pop(F_DIMS, None)
-        number = d.pop(F_DT, 0)
-        name = d.pop(F_NAME, None)
-        raw = d.pop(F_RAW, None)
+        dims = name = raw = d = None
+        number = 0
+        for fd, v in t.ListFields():
+            if fd is F_RAW:
+                raw = v
+            elif fd is F_DIMS:
+                dims = v
+            elif fd is F_DT:
+                number = v
+            elif fd is F_NAME:
+                name = v
+            else:
+                if d is None:
+                    d = {}
+                d[fd] = v
         shape = tuple(dims) if dims is not None else ()
-        if self.inline is not None and raw is not None and not d and is_placeholder(raw):
-            index = placeholder_index(raw)
-            file, ranges = self.inline
-            if index < len(ranges) and number in _FAST:
-                offset, length = ranges[index]
-                label = f"{where}{f' ({name!r})' if name else ''} in {self.model_file or file.path}"
-                return FileTensor(file, offset, length, dtype=_dtype(number).name, shape=shape,
-                                  label=label), None, name
-        if not d and raw is not None:
+        if d is None and raw is not None:
             fast = _FAST.get(number)
             if fast is not None:
+                inline = self.inline
+                if inline is not None and len(raw) == PLACEHOLDER_LEN and raw[:_MAGIC_LEN] == MAGIC:
+                    index = placeholder_index(raw)
+                    file, ranges = inline
+                    if index < len(ranges):
+                        offset, length = ranges[index]
+                        label = f"{where}{f' ({name!r})' if name else ''} in {self.model_file or file.path}"
+                        return FileTensor(file, offset, length, dtype=fast[2], shape=shape, label=label), None, name
                 count = math.prod(shape)
                 if len(raw) == count * fast[1]:
                     arr = np.frombuffer(raw, dtype=fast[0])
@@ -371,7 +382,7 @@ class TensorReader:
                     if len(shape) != 1:
                         arr = arr.reshape(shape)
                     return arr, None, name
-        return self._read_general(d, number, name, raw, shape, where)
+        return self._read_general(d if d is not None else {}, number, name, raw, shape, where)
 
     def _read_general(self, d: dict[Any, Any], number: int, name: str | None, raw: bytes | None,
                       shape: tuple[int, ...], where: str) -> tuple[Any, dict[str, Any] | None, str | None]:

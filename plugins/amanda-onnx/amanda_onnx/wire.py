@@ -22,19 +22,21 @@ from typing import Any, Callable, Union
 
 MAGIC = b"\x00amanda-tensor-ref\x00"
 PLACEHOLDER_LEN = len(MAGIC) + 8
+_MAGIC_LEN = len(MAGIC)
+_INDEX = struct.Struct("<Q")
 
 
 def placeholder(index: int) -> bytes:
     """The bytes standing for tensor number ``index`` in a weightless message."""
-    return MAGIC + struct.pack("<Q", index)
+    return MAGIC + _INDEX.pack(index)
 
 
 def is_placeholder(raw: Any) -> bool:
-    return len(raw) == PLACEHOLDER_LEN and bytes(raw[: len(MAGIC)]) == MAGIC
+    return len(raw) == PLACEHOLDER_LEN and raw[:_MAGIC_LEN] == MAGIC
 
 
 def placeholder_index(raw: Any) -> int:
-    return int(struct.unpack("<Q", bytes(raw[len(MAGIC):]))[0])
+    return int(_INDEX.unpack(raw[_MAGIC_LEN:])[0])
 
 
 # message kinds on the way to a tensor: {field number: kind of the sub-message}
@@ -49,6 +51,7 @@ _CHILDREN: dict[int, dict[int, int]] = {
     _SPARSE: {1: _TENSOR},
 }
 RAW_DATA = 9
+_RAW_TAG = bytes((RAW_DATA << 3 | 2,))
 
 Piece = Union[bytes, memoryview, Any]
 """A part of the rewritten message: bytes, or whatever a tensor callback puts in place of a ``raw_data`` value
@@ -59,7 +62,12 @@ class WireError(ValueError):
     """The bytes are not a well-formed protobuf message."""
 
 
+_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
+
+
 def encode_varint(n: int) -> bytes:
+    if 0 <= n < 0x80:
+        return _ONE_BYTE[n]
     out = bytearray()
     while True:
         b = n & 0x7F
@@ -120,27 +128,40 @@ written by :func:`rewrite`), or None to keep the field as it is."""
 
 def _tensor(buf: Any, start: int, end: int) -> TensorInfo:
     info = TensorInfo()
+    fields = info.fields
+    dims = info.dims
     pos = start
     while pos < end:
         field_start = pos
-        key, pos = _varint(buf, pos, end)
+        key = buf[pos]
+        if key < 0x80:  # (a one-byte varint, as every TensorProto field key is)
+            pos += 1
+        else:
+            key, pos = _varint(buf, pos, end)
         field, wire = key >> 3, key & 7
-        info.fields.add(field)
-        if field == 2 and wire == 0:
-            info.data_type, pos = _varint(buf, pos, end)
-        elif field == 1 and wire == 0:
-            d, pos = _varint(buf, pos, end)
-            info.dims.append(d)
-        elif field == 1 and wire == 2:
-            n, pos = _varint(buf, pos, end)
-            stop = pos + n
-            while pos < stop:
-                d, pos = _varint(buf, pos, stop)
-                info.dims.append(d)
-        elif field == RAW_DATA and wire == 2:
-            n, pos = _varint(buf, pos, end)
-            info.raw = (field_start, pos, n)
-            pos += n
+        fields.add(field)
+        if wire == 2:
+            if pos < end and buf[pos] < 0x80:
+                n = buf[pos]
+                pos += 1
+            else:
+                n, pos = _varint(buf, pos, end)
+            if field == RAW_DATA:
+                info.raw = (field_start, pos, n)
+                pos += n
+            elif field == 1:
+                stop = pos + n
+                while pos < stop:
+                    d, pos = _varint(buf, pos, stop)
+                    dims.append(d)
+            else:
+                pos += n
+        elif wire == 0:
+            value, pos = _varint(buf, pos, end)
+            if field == 2:
+                info.data_type = value
+            elif field == 1:
+                dims.append(value)
         else:
             pos = _skip(buf, wire, pos, end)
         if pos > end:
@@ -170,7 +191,7 @@ def _message(buf: Any, start: int, end: int, kind: int, on_tensor: TensorCallbac
             return False, [], 0
         value, n = replaced
         tag_start, raw_start, raw_len = info.raw
-        head = bytes([RAW_DATA << 3 | 2]) + encode_varint(n)
+        head = _RAW_TAG + encode_varint(n)
         pieces: list[Piece] = [buf[start:tag_start], head, *value, buf[raw_start + raw_len:end]]
         return True, pieces, (tag_start - start) + len(head) + n + (end - raw_start - raw_len)
     children = _CHILDREN[kind]
@@ -181,16 +202,28 @@ def _message(buf: Any, start: int, end: int, kind: int, on_tensor: TensorCallbac
     pos = start
     while pos < end:
         field_start = pos
-        key, pos = _varint(buf, pos, end)
-        field, wire = key >> 3, key & 7
-        sub = children.get(field) if wire == 2 else None
-        if sub is None:
-            pos = _skip(buf, wire, pos, end)
+        key = buf[pos]
+        if key < 0x80:  # (one-byte varints, the common case, are read here rather than by _varint)
+            pos += 1
+        else:
+            key, pos = _varint(buf, pos, end)
+        if key & 7 != 2:
+            pos = _skip(buf, key & 7, pos, end)
             if pos > end:
                 raise WireError("a field runs past the end of its message")
             continue
-        n, value_start = _varint(buf, pos, end)
+        if pos < end and buf[pos] < 0x80:
+            n = buf[pos]
+            value_start = pos + 1
+        else:
+            n, value_start = _varint(buf, pos, end)
         value_end = value_start + n
+        sub = children.get(key >> 3)
+        if sub is None:
+            if value_end > end:
+                raise WireError("a field runs past the end of its message")
+            pos = value_end
+            continue
         if value_end > end:
             raise WireError("a field runs past the end of its message")
         pos = value_end
