@@ -346,13 +346,15 @@ class Converter:
                        rr: RuleReport, keeps: bool) -> bool:
         passes = 0
         touched = False
+        may_cycle = [False]  # set by a rewrite that may have closed a cycle (Rewrite.may_cycle)
         while True:
             passes += 1
-            rewrote = self._pass(g, inherited, table, rule, src_spec, dst_ns, dst_schema, family_same, rr)
+            rewrote = self._pass(g, inherited, table, rule, src_spec, dst_ns, dst_schema, family_same, rr,
+                                 may_cycle)
             touched |= rewrote
             if not rule.repeat or not rewrote or passes > len(g) + 1:
                 break
-        if not touched or keeps:
+        if not touched or keeps or not may_cycle[0]:
             return touched
         try:
             g.topological_order()
@@ -374,7 +376,8 @@ class Converter:
         return index
 
     def _pass(self, g: Graph, inherited: str | None, table: MappingTable, rule: Rule, src_spec: NamespaceSpec,
-              dst_ns: str, dst_schema: NamespaceSchema | None, family_same: bool, rr: RuleReport) -> bool:
+              dst_ns: str, dst_schema: NamespaceSchema | None, family_same: bool, rr: RuleReport,
+              may_cycle: list[bool]) -> bool:
         in_ns: dict[str | None, bool] = {}  # a namespace -> whether the table reads it (asked of every candidate)
 
         def in_src(op: Op) -> bool:
@@ -402,7 +405,7 @@ class Converter:
                     continue
                 if rule.src.where is not None and not self._where(g, qm, rule, ctx):
                     continue
-                rewrote |= self._record(apply_template(g, qm, rule, rctx), rr, claimed)
+                rewrote |= self._record(apply_template(g, qm, rule, rctx), rr, claimed, may_cycle)
             return rewrote
         index = self._types(g)
         matcher = Matcher(g, rule.src, ctx, rule, index)
@@ -420,7 +423,7 @@ class Converter:
                     traced.append(Candidate(anchor.name, anchor.type, _graph_path(g), "no match",
                                             matcher.why_not(anchor, claimed.__contains__)))
                 continue
-            done = self._record(apply_template(g, m, rule, rctx), rr, claimed)
+            done = self._record(apply_template(g, m, rule, rctx), rr, claimed, may_cycle)
             rewrote |= done
             if traced is not None:
                 traced.append(Candidate(anchor.name, anchor.type, _graph_path(g), "rewritten" if done else "declined"))
@@ -441,10 +444,12 @@ class Converter:
                                ops=[o.name for o in m.all_ops]) from None
 
     @staticmethod
-    def _record(rw: Any, rr: RuleReport, claimed: set[Op]) -> bool:
+    def _record(rw: Any, rr: RuleReport, claimed: set[Op], may_cycle: list[bool]) -> bool:
         if rw is None:
             rr.skipped += 1
             return False
+        if rw.may_cycle:
+            may_cycle[0] = True
         rr.matches += 1
         for op in rw.created + rw.updated:
             claimed.add(op)

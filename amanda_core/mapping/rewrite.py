@@ -103,6 +103,9 @@ class Rewrite:
     created: list[Op] = attrs.field(factory=list)
     updated: list[Op] = attrs.field(factory=list)
     removed: list[str] = attrs.field(factory=list)
+    may_cycle: bool = True
+    """False when the rewrite cannot have closed a cycle: it made no edge but constants' (which read nothing) and
+    edges carried one for one from an op it replaced, so the engine need not sort the graph again to find out."""
 
 
 def _eval(spec: ValueSpec | None, env: dict[str, Any], rule: Rule, match: Match) -> Any:
@@ -174,6 +177,13 @@ class _Shape:
     problem: str | None
     """Why the mapper cannot apply to such a match (an edge end naming no op of the match or the mapper, a control
     edge joining a removed op), or None."""
+    in_place: bool
+    """Every matched op is kept, and the mapper makes no op and writes no edge (it retypes ops and feeds their
+    inputs constants)."""
+    acyclic: bool
+    """The mapper writes no edge and removes nothing, or replaces one op by one taking its edges by position: its
+    rewrites add no path between ops that were not joined before (constants it feeds read nothing), so they cannot
+    close a cycle."""
 
 
 _SHAPES: dict[tuple[int, tuple[str, ...]], tuple[Template, _Shape]] = {}
@@ -207,7 +217,7 @@ def _shape_of(t: Template, keys: tuple[str, ...]) -> _Shape:
             problem = f"control edge {e} joins an op the rule removes or does not know"
     shape = _Shape(kept, removed, new_keys, data, control, positional,
                    {k: frozenset(v) for k, v in wanted_in.items()}, {k: frozenset(v) for k, v in wanted_out.items()},
-                   problem)
+                   problem, not removed and not new_keys and not t.edges, not t.edges and (not removed or positional))
     if len(_SHAPES) > 4096:
         _SHAPES.clear()
     _SHAPES[(id(t), keys)] = (t, shape)
@@ -764,6 +774,15 @@ class _Applier:
         """Plan (evaluate and check; nothing changes), then commit inside :meth:`Graph.atomic`: the checks that
         need the rewritten edges run before any op is removed, and a failure at any step leaves the graph as it
         was (``graph == copy``)."""
+        if self.shape.in_place:
+            # every matched op kept, nothing new, no edge: nothing to contain, carry, connect or remove, so only
+            # the updates, the constants fed and the sweep of constants left unread
+            self.plan()
+            with self.g.atomic():
+                self.update()
+                self.feed_consts()
+                removed = self.sweep()
+            return Rewrite(self.consts_made, list(self.kept.values()), removed, False)
         if not self.contained():
             return None
         self.plan()
@@ -787,7 +806,8 @@ class _Applier:
             for temp, name in self.deferred_names:
                 if name not in self.g.ops and temp in self.g.ops:
                     self.g.rename_op(temp, name)
-        return Rewrite(list(self.new.values()) + self.consts_made, list(self.kept.values()), removed)
+        return Rewrite(list(self.new.values()) + self.consts_made, list(self.kept.values()), removed,
+                       not self.shape.acyclic)
 
 
 def _rename_ports(op: Op, kind: str, ports: list[Any], names: list[str], dtypes: list[Any]) -> None:
@@ -817,12 +837,12 @@ def _slot_index(op: Op, name: str, schema: OpSchema | None) -> int | None:
     mine = schema.input_position(name)
     if mine is None:
         return None
-    index = 0
-    for i, p in enumerate(op.input_ports):
-        pos = schema.input_position(p.name)
+    ports = op.input_ports
+    for i in range(len(ports) - 1, -1, -1):  # the last such port (constants are mostly added in slot order)
+        pos = schema.input_position(ports[i].name)
         if pos is None or pos < mine:
-            index = i + 1
-    return index
+            return i + 1
+    return 0
 
 
 def keeps_only(rule: Rule) -> bool:
@@ -847,7 +867,7 @@ def _keep(graph: Graph, match: Match, rule: Rule, ctx: RewriteContext) -> Rewrit
                 names = default_ports(schema, kind, set(), len(ports))[: len(ports)]
                 _rename_ports(op, kind, ports, names, [None] * len(names))
     # no op, edge or type changed: the graph's order and the engine's index of ops by type stay valid
-    return Rewrite([], kept, [])
+    return Rewrite([], kept, [], False)
 
 
 def apply_template(graph: Graph, match: Match, rule: Rule, ctx: RewriteContext) -> Rewrite | None:
