@@ -24,26 +24,84 @@ def install_tensor(root: Any, attr: Attr, tensor: Any) -> None:
     """Register ``tensor`` on ``root`` under ``attr.target`` as ``attr.kind`` says, making submodules on the way."""
     import torch
 
+    hooks = torch.nn.modules.module  # its global registration hooks
     *path, leaf = attr.target.split(".")
     module = root
     for i, seg in enumerate(path):
         sub = module._modules.get(seg)
         if sub is None:
-            if hasattr(module, seg):
+            if _has_attr(module, seg):
                 raise AmandaError(f"op {attr.op!r}: cannot hold {attr.target!r}: "
                                   f"{'.'.join(path[:i + 1])} is already a tensor")
-            sub = torch.nn.Module()
-            module.add_module(seg, sub)
+            sub = _new_module()
+            if seg and type(module) is torch.nn.Module and not hooks._global_module_registration_hooks:
+                module._modules[seg] = sub  # what add_module does once its checks pass
+            else:
+                module.add_module(seg, sub)
         module = sub
     if leaf in module._modules:
         raise AmandaError(f"op {attr.op!r}: cannot hold {attr.target!r}: it is already a submodule")
+    # a leaf no attribute of a plain Module has yet passes every check of register_parameter and register_buffer:
+    # with no global registration hooks, registering it is storing it
+    free = bool(leaf) and type(module) is torch.nn.Module and not _has_attr(module, leaf)
     if attr.kind == "parameter":
         grad = attr.requires_grad and (tensor.is_floating_point() or tensor.is_complex())
-        module.register_parameter(leaf, torch.nn.Parameter(tensor, requires_grad=grad))
+        param = torch.nn.Parameter(tensor, requires_grad=grad)
+        if free and param.grad_fn is None and not hooks._global_parameter_registration_hooks:
+            module._parameters[leaf] = param
+        else:
+            module.register_parameter(leaf, param)
     elif attr.kind == "buffer":
-        module.register_buffer(leaf, tensor, persistent=attr.persistent)
+        if free and isinstance(tensor, torch.Tensor) and not hooks._global_buffer_registration_hooks:
+            module._buffers[leaf] = tensor
+            if not attr.persistent:
+                module._non_persistent_buffers_set.add(leaf)
+        else:
+            module.register_buffer(leaf, tensor, persistent=attr.persistent)
     else:
         setattr(module, leaf, tensor)
+
+
+def _has_attr(module: Any, name: str) -> bool:
+    """``hasattr(module, name)``; for a plain ``torch.nn.Module`` without the exception its ``__getattr__``
+    raises (and formats a message for) on a miss."""
+    import torch
+
+    if type(module) is not torch.nn.Module:
+        return hasattr(module, name)
+    return (name in module.__dict__ or name in module._parameters or name in module._buffers
+            or name in module._modules or hasattr(torch.nn.Module, name))
+
+
+_MODULE_STATE: list[tuple[str, Any, bool]] | None = None
+"""What ``torch.nn.Module()`` holds once made, in order: (name, value, whether a container to be made anew)."""
+
+
+def _new_module() -> Any:
+    """A new ``torch.nn.Module()``: the attributes its ``__init__`` sets (empty dicts of parameters, buffers,
+    submodules and hooks, the set of non-persistent buffers, the training flag ...) copied from one made once,
+    each dict and set a new one."""
+    import torch
+
+    global _MODULE_STATE
+    if _MODULE_STATE is None:
+        state = []
+        for name, value in vars(torch.nn.Module()).items():
+            if isinstance(value, (dict, set)) and not value:
+                state.append((name, value, True))
+            elif value is None or isinstance(value, (bool, int, str)):
+                state.append((name, value, False))
+            else:  # something else to copy: made by Module.__init__ itself
+                state = None
+                break
+        _MODULE_STATE = state if state is not None else []  # empty: always made by Module()
+    if not _MODULE_STATE:
+        return torch.nn.Module()
+    module = object.__new__(torch.nn.Module)
+    d = module.__dict__
+    for name, value, fresh in _MODULE_STATE:
+        d[name] = value.copy() if fresh else value
+    return module
 
 
 COPY_LIMIT = 8

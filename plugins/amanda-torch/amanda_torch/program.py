@@ -211,25 +211,43 @@ def _base_type(type_text: str) -> str:
     return t.rstrip("?")
 
 
+_ENUM_TABLES = {"Layout": LAYOUTS, "MemoryFormat": MEMORY_FORMATS, "QScheme": QSCHEMES}
+_CONVERTED = {"ScalarType", "Device", *_ENUM_TABLES}  # the base types whose literals become torch objects
+
+
 def convert_literal(value: Any, type_text: str, where: str) -> Any:
     """The Python/torch value a literal stands for in an argument of schema type ``type_text``."""
+    base = _base_type(type_text)
+    if base in _CONVERTED:
+        return _convert_literal(value, base, where)
+    return _plain_literal(value)
+
+
+def _plain_literal(value: Any) -> Any:
+    """A literal of a type torch takes as is: lists (and tuples) as lists, numpy scalars as Python numbers."""
+    if isinstance(value, (list, tuple)):
+        return [_plain_literal(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _convert_literal(value: Any, base: str, where: str) -> Any:
     import torch
 
     if value is None:
         return None
     if isinstance(value, (list, tuple)):
-        return [convert_literal(v, type_text, where) for v in value]
+        return [_convert_literal(v, base, where) for v in value]
     if isinstance(value, np.generic):
         value = value.item()
-    base = _base_type(type_text)
     if base == "ScalarType":
         info = lookup_scalar_type(value)
         if info is None:
             raise AmandaError(f"op {where}: {value!r} is not a torch element type")
         return getattr(torch, info.torch_name)
-    tables = {"Layout": LAYOUTS, "MemoryFormat": MEMORY_FORMATS, "QScheme": QSCHEMES}
-    if base in tables:
-        row = lookup_enum(tables[base], value)
+    if base in _ENUM_TABLES:
+        row = lookup_enum(_ENUM_TABLES[base], value)
         if row is None:
             raise AmandaError(f"op {where}: {value!r} is not a torch {base}")
         return getattr(torch, row.torch_name)
@@ -289,10 +307,14 @@ class _Lowering:
                                          _dtype(port)))
         return self.program
 
-    def value(self, src: OutputPort, where: str) -> Any:
-        if src not in self.values:
+    def value(self, src: OutputPort, where: str | Op) -> Any:
+        """What ``src`` computes; ``where`` (text, or the reading op) names the reader if nothing does."""
+        found = self.values.get(src, _MISSING)
+        if found is _MISSING:
+            if isinstance(where, Op):
+                where = f"op {where.path!r}"
             raise AmandaError(f"{where}: the value {src.qualified_name} is not computed by any op")
-        return self.values[src]
+        return found
 
     # -- ops
     def lower_op(self, op: Op) -> None:
@@ -325,7 +347,7 @@ class _Lowering:
         a = op.attrs
         message = unconverted_message(str(a.get("op_name") or op.path), str(a.get("op_type") or "?"),
                                       str(a.get("namespace") or "?"), str(a.get("stands_for") or ""))
-        inputs = tuple(self.input_value(op, p) for p in op.input_ports if p.source is not None)
+        inputs = tuple(plain(self.input_value(op, p)) for p in op.input_ports if p.source is not None)
         ref = Ref(self.names.make(op.name))
         self.program.calls.append(Call(unconverted, UNCONVERTED, (message, *inputs), {}, ref, op.path))
         outs = list(op.output_ports)
@@ -340,14 +362,14 @@ class _Lowering:
     def input_value(self, op: Op, port: Any) -> Any:
         if port.source is None:
             raise AmandaError(f"op {op.path!r} ({op.type}): input {port.name!r} is not fed")
-        return self.value(port.source, f"op {op.path!r}")
+        return self.value(port.source, op)
 
     def constant(self, op: Op) -> None:
         if op.attrs.get("name") is not None:
             raise AmandaError(f"op {op.path!r}: a function constant ({op.attrs['name']}) cannot be exported")
         value = op.attrs.get("value")  # absent: None, as TorchScript's NoneType constant
         out = op.output_ports
-        if is_tensor(value) or _is_torch_tensor(value):
+        if value.__class__ not in _LITERAL_TYPES and (is_tensor(value) or _is_torch_tensor(value)):
             role = op.meta.get("role") or "constant"
             if role not in ("parameter", "buffer", "constant"):
                 raise AmandaError(f"op {op.path!r}: meta.role {role!r} is not parameter, buffer or constant")
@@ -368,8 +390,9 @@ class _Lowering:
         else:
             if isinstance(value, np.generic):
                 value = value.item()
+            literal = _Literal(value)
             for q in out:
-                self.values[q] = _Literal(value)
+                self.values[q] = literal
 
     def unpack(self, op: Op) -> None:
         ports = list(op.input_ports)
@@ -386,7 +409,7 @@ class _Lowering:
                 self.values[q] = src[i]
             elif q.has_consumers():
                 ref = Ref(self.names.make(f"{op.name}_{i}"))
-                self.program.calls.append(Call(operator.getitem, "getitem", (src, i), {}, ref, op.path))
+                self.program.calls.append(Call(operator.getitem, "getitem", (plain(src), i), {}, ref, op.path))
                 self.values[q] = ref
 
     def sub(self, op: Op, attr: str, inputs: list[str], outputs: list[str] | None, tuple_output: bool) -> Sub:
@@ -427,7 +450,7 @@ class _Lowering:
                     tuple(self.input_value(op, p) for p in extra))
             fn = torch.ops.higher_order.while_loop
         ref = Ref(self.names.make(op.name))
-        self.program.calls.append(Call(fn, op.type or "", args, {}, ref, op.path))
+        self.program.calls.append(Call(fn, op.type or "", tuple(plain(a) for a in args), {}, ref, op.path))
         for i, q in enumerate(_indexed(op.output_ports, "outputs")):
             if q.has_consumers():
                 item = Ref(self.names.make(f"{op.name}_{i}"))
@@ -513,14 +536,18 @@ class _Lowering:
 
     def emit(self, op: Op, ov: _Overload) -> None:
         given: dict[int, Any] = {}
+        path = op.path
+        schema_args = ov.schema.args
         for p in op.input_ports:
-            if p.source is None:
+            src = p.source
+            if src is None:
                 continue
             i = ov.in_ports[p.name]
-            v = self.value(p.source, f"op {op.path!r}")
-            v = _resolve_literals(v, ov.schema.args[i].type, op.path)
-            if v is None and ov.schema.args[i].default == "None":
-                continue  # an explicit None where the schema's default is None anyway
+            v = self.value(src, op)
+            if v.__class__ is not Ref:
+                v = _resolve_literals(v, schema_args[i].type, path)
+                if v is None and schema_args[i].default == "None":
+                    continue  # an explicit None where the schema's default is None anyway
             given[i] = v
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
@@ -566,6 +593,9 @@ _UNSUPPORTED_PRIM = {"prim::GetAttr", "prim::SetAttr", "prim::CallMethod", "prim
                      "prim::DictConstruct", "prim::Enter", "prim::Exit", "prim::isinstance"}
 
 
+_MISSING = object()
+
+
 @dataclass(frozen=True)
 class _Literal:
     """A literal constant's value before its consumer's schema type converts it."""
@@ -573,13 +603,31 @@ class _Literal:
     value: Any
 
 
+_LITERAL_TYPES = {type(None), bool, int, float, str, list, tuple}  # constant values that are no tensor
+
+
 def _resolve_literals(value: Any, type_text: str, where: str) -> Any:
+    base = _base_type(type_text)
+    return _resolve(value, base, where) if base in _CONVERTED else _resolve_plain(value)
+
+
+def _resolve(value: Any, base: str, where: str) -> Any:
     if isinstance(value, _Literal):
-        return convert_literal(value.value, type_text, where)
+        return _convert_literal(value.value, base, where)
     if isinstance(value, list):
-        return [_resolve_literals(v, type_text, where) for v in value]
+        return [_resolve(v, base, where) for v in value]
     if isinstance(value, tuple):
-        return tuple(_resolve_literals(v, type_text, where) for v in value)
+        return tuple([_resolve(v, base, where) for v in value])
+    return value
+
+
+def _resolve_plain(value: Any) -> Any:
+    if isinstance(value, _Literal):
+        return _plain_literal(value.value)
+    if isinstance(value, list):
+        return [_resolve_plain(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple([_resolve_plain(v) for v in value])
     return value
 
 
@@ -603,9 +651,6 @@ def lower(graph: Graph, namespace: str | None = None) -> Program:
     for anything torch cannot run.  ``namespace``: that of a nested graph's enclosing graph."""
     program = _Lowering(graph, namespace).run()
     program.outputs = [(n, plain(v), t) for n, v, t in program.outputs]
-    for c in program.calls:
-        c.args = tuple(plain(a) for a in c.args)
-        c.kwargs = {k: plain(v) for k, v in c.kwargs.items()}
     return program
 
 

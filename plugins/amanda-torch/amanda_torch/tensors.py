@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = ["to_torch", "to_numpy", "torch_dtype"]
 
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,12 @@ _VIEWED = {
 }
 
 
+@lru_cache(maxsize=256)  # a numpy dtype's name is made by Python code on every read
+def _viewed(dtype: np.dtype) -> tuple[str, Any] | None:
+    """The ``_VIEWED`` row of an element type, or None."""
+    return _VIEWED.get(dtype.name)
+
+
 def torch_dtype(value: Any) -> Any:
     """The ``torch.dtype`` a ScalarType value stands for (``float32``, ``Float``, ``6``, a numpy dtype)."""
     import torch
@@ -48,9 +55,9 @@ def to_torch(value: Any, *, copy: bool = False) -> Any:
     if isinstance(value, torch.Tensor):
         return value.clone() if copy else value
     array = as_array(value)
-    name = array.dtype.name
-    if name in _VIEWED:
-        torch_name, raw = _VIEWED[name]
+    viewed = _viewed(array.dtype)
+    if viewed is not None:
+        torch_name, raw = viewed
         return to_torch(array.view(raw), copy=copy).view(getattr(torch, torch_name))
     if not array.flags.writeable or copy:
         array = np.array(array, copy=True)
