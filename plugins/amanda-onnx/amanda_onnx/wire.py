@@ -152,12 +152,20 @@ def _tensor(buf: Any, start: int, end: int) -> TensorInfo:
             elif field == 1:
                 stop = pos + n
                 while pos < stop:
-                    d, pos = _varint(buf, pos, stop)
+                    d = buf[pos]
+                    if d < 0x80:
+                        pos += 1
+                    else:
+                        d, pos = _varint(buf, pos, stop)
                     dims.append(d)
             else:
                 pos += n
         elif wire == 0:
-            value, pos = _varint(buf, pos, end)
+            if pos < end and buf[pos] < 0x80:
+                value = buf[pos]
+                pos += 1
+            else:
+                value, pos = _varint(buf, pos, end)
             if field == 2:
                 info.data_type = value
             elif field == 1:
