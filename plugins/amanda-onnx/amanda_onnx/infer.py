@@ -60,6 +60,7 @@ def infer_types(graph: Graph) -> int:
     if not found:
         return 0
     typed = 0
+    texts: dict[bytes, str | None] = {}  # serialized TypeProto -> its dtype (many values share a type)
     for g in graphs:
         for op in g:
             if op.namespace is None:
@@ -77,7 +78,11 @@ def infer_types(graph: Graph) -> int:
                 tp = found.get(value) if value else None
                 if tp is None:
                     continue
-                dtype = dtype_from_type_proto(tp)
+                key = tp.SerializeToString(deterministic=True)
+                if key in texts:
+                    dtype = texts[key]
+                else:
+                    dtype = texts[key] = dtype_from_type_proto(tp)
                 if dtype is not None and (old is None or _refines(old, dtype)):
                     q.dtype = dtype
                     typed += 1
