@@ -477,6 +477,74 @@ def dtype_from_type_proto(tp: Any) -> str | None:
     return t.format() if t is not None else None
 
 
+def dtype_from_tensor_type_bytes(data: bytes) -> str | None:
+    """The dtype string of a serialized ``TypeProto`` that its dtype string says all of: a dense tensor type of
+    a known element type, with or without a shape, each dim a size, a name or unknown, and nothing else (no
+    denotation, no other field).  Such a message is exactly what :func:`type_proto_from_dtype` makes of the
+    string.  None for any other message.  Reads the bytes as protobuf writes them (fields in number order), so
+    a quick check and no ``onnx`` objects."""
+    n = len(data)
+    if n < 4 or data[0] != 0x0A:  # TypeProto.tensor_type (field 1, length-delimited)
+        return None
+    try:
+        size, pos = _uvarint(data, 1)
+        if pos + size != n or data[pos] != 0x08:  # Tensor.elem_type (field 1, varint)
+            return None
+        number, pos = _uvarint(data, pos + 1)
+        e = _BY_NUMBER.get(number)
+        if e is None:
+            return None
+        if pos == n:
+            return f"tensor({e.name})"
+        if data[pos] != 0x12:  # Tensor.shape (field 2)
+            return None
+        size, pos = _uvarint(data, pos + 1)
+        if pos + size != n:
+            return None
+        dims = []
+        while pos < n:
+            if data[pos] != 0x0A:  # TensorShapeProto.dim (field 1)
+                return None
+            size, pos = _uvarint(data, pos + 1)
+            end = pos + size
+            if end > n:
+                return None
+            if size == 0:
+                dims.append("?")
+            elif data[pos] == 0x08:  # dim_value (int64)
+                value, pos = _uvarint(data, pos + 1)
+                if pos != end:
+                    return None
+                dims.append(str(value - (1 << 64) if value >= 1 << 63 else value))
+            elif data[pos] == 0x12:  # dim_param
+                size, pos = _uvarint(data, pos + 1)
+                if pos + size != end:
+                    return None
+                dims.append(_dim_text(data[pos:end].decode("utf-8")))
+            else:
+                return None
+            pos = end
+    except (IndexError, UnicodeDecodeError):
+        return None
+    return f"tensor({e.name})[{','.join(dims)}]"
+
+
+def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    """The unsigned varint at ``pos`` and the position after it (IndexError when the data ends first)."""
+    b = data[pos]
+    if b < 0x80:
+        return b, pos + 1
+    value = b & 0x7F
+    shift = 7
+    while True:
+        pos += 1
+        b = data[pos]
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos + 1
+        shift += 7
+
+
 def _from_proto(tp: Any) -> OnnxType | None:
     which = tp.WhichOneof("value")
     if which in ("tensor_type", "sparse_tensor_type"):

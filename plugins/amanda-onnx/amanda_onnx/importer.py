@@ -22,7 +22,7 @@ from amanda_core.ir import Graph, Op, OutputPort, bulk_build, default_op_name
 from amanda_core.ir.tensor import MappedFile
 
 from .common import KIND_NAMES, KIND_NUMBERS, PLANS, Plan, domain_component, infer_kind, is_model_proto, namespace_for
-from .dtypes import dtype_from_type_proto, type_proto_from_dtype
+from .dtypes import dtype_from_tensor_type_bytes, dtype_from_type_proto, type_proto_from_dtype
 from .plain import entries_to_plain, message_to_plain
 from .structural import INITIALIZER, OUTER_VALUE, SPARSE_INITIALIZER, STRUCTURAL_TYPES
 from .tensors import TensorReader, plain_layout
@@ -409,6 +409,10 @@ class _Importer:
         key = tp.SerializeToString(deterministic=True)
         found = self.types.get(key)
         if found is None:
+            dtype = dtype_from_tensor_type_bytes(key)  # a plain tensor type, as a rule: the string says all of it
+            if dtype is not None:
+                found = self.types[key] = (dtype, None)
+                return found
             dtype = dtype_from_type_proto(tp)
             lossless = dtype is not None and type_proto_from_dtype(dtype).SerializeToString(deterministic=True) == key
             found = self.types[key] = (dtype, None if lossless else message_to_plain(tp))
