@@ -20,7 +20,7 @@ from typing import Any
 from amanda_core.errors import AmandaError
 from amanda_core.ir import Graph
 
-from .dtypes import dtype_from_type_proto, elem_type_from_numpy
+from .dtypes import dtype_from_tensor_type_bytes, dtype_from_type_proto, elem_type_from_numpy
 from .structural import INITIALIZER, OUTER_VALUE, STRUCTURAL_TYPES
 
 
@@ -82,7 +82,7 @@ def infer_types(graph: Graph) -> int:
                 if key in texts:
                     dtype = texts[key]
                 else:
-                    dtype = texts[key] = dtype_from_type_proto(tp)
+                    dtype = texts[key] = dtype_from_tensor_type_bytes(key) or dtype_from_type_proto(tp)
                 if dtype is not None and (old is None or _refines(old, dtype)):
                     q.dtype = dtype
                     typed += 1
