@@ -421,11 +421,15 @@ class _Importer:
     def value_infos(self, entries: Any, scope: _Scope) -> list[Any]:
         out: list[Any] = []
         typed: set[int] = set()
+        where = scope.where + " value_info"
+        values = scope.values
+        value_info = self.value_info
         for vi in entries:
-            name, dtype, extra = self.value_info(vi, scope.where + " value_info")
-            port = scope.values.get(name)
-            if (extra is None and dtype is not None and port is not None and port.op is not None
-                    and port.op.type not in STRUCTURAL_TYPES and id(port) not in typed and port.dtype is None):
+            name, dtype, extra = value_info(vi, where)
+            port = values.get(name)
+            op = port.op if port is not None else None
+            if (extra is None and dtype is not None and op is not None and op.type not in STRUCTURAL_TYPES
+                    and id(port) not in typed and port.dtype is None):
                 port.dtype = dtype
                 typed.add(id(port))
                 out.append(name)
