@@ -20,25 +20,34 @@ from .program import Attr, Program, Ref, Sub, lower
 from .tensors import to_torch
 
 
-def install_tensor(root: Any, attr: Attr, tensor: Any) -> None:
-    """Register ``tensor`` on ``root`` under ``attr.target`` as ``attr.kind`` says, making submodules on the way."""
+def install_tensor(root: Any, attr: Attr, tensor: Any, parents: dict[str, Any] | None = None) -> None:
+    """Register ``tensor`` on ``root`` under ``attr.target`` as ``attr.kind`` says, making submodules on the way.
+
+    ``parents``: for a caller installing many tensors on ``root`` and nothing else, the modules the dotted paths
+    up to their last names lead to (``"layer1.0."``), filled here as they are found.
+    """
     import torch
 
     hooks = torch.nn.modules.module  # its global registration hooks
-    *path, leaf = attr.target.split(".")
-    module = root
-    for i, seg in enumerate(path):
-        sub = module._modules.get(seg)
-        if sub is None:
-            if _has_attr(module, seg):
-                raise AmandaError(f"op {attr.op!r}: cannot hold {attr.target!r}: "
-                                  f"{'.'.join(path[:i + 1])} is already a tensor")
-            sub = _new_module()
-            if seg and type(module) is torch.nn.Module and not hooks._global_module_registration_hooks:
-                module._modules[seg] = sub  # what add_module does once its checks pass
-            else:
-                module.add_module(seg, sub)
-        module = sub
+    prefix, dot, leaf = attr.target.rpartition(".")
+    module = parents.get(prefix + dot) if parents is not None else None
+    if module is None:
+        module = root
+        path = prefix.split(".") if dot else []
+        for i, seg in enumerate(path):
+            sub = module._modules.get(seg)
+            if sub is None:
+                if _has_attr(module, seg):
+                    raise AmandaError(f"op {attr.op!r}: cannot hold {attr.target!r}: "
+                                      f"{'.'.join(path[:i + 1])} is already a tensor")
+                sub = _new_module()
+                if seg and type(module) is torch.nn.Module and not hooks._global_module_registration_hooks:
+                    module._modules[seg] = sub  # what add_module does once its checks pass
+                else:
+                    module.add_module(seg, sub)
+            module = sub
+        if parents is not None:
+            parents[prefix + dot] = module
     if leaf in module._modules:
         raise AmandaError(f"op {attr.op!r}: cannot hold {attr.target!r}: it is already a submodule")
     # a leaf no attribute of a plain Module has yet passes every check of register_parameter and register_buffer:
@@ -116,8 +125,9 @@ def build_module(program: Program, *, copy: bool = False, tuple_output: bool = F
     import torch.fx
 
     holder = torch.nn.Module()  # what the module holds, in the program's order
+    parents: dict[str, Any] = {}
     for attr in program.attrs:
-        install_tensor(holder, attr, to_torch(attr.value, copy=copy))
+        install_tensor(holder, attr, to_torch(attr.value, copy=copy), parents)
     g = torch.fx.Graph()
     env: dict[str, Any] = {}
     attrs = {a.ref.name: a for a in program.attrs}
@@ -135,14 +145,14 @@ def build_module(program: Program, *, copy: bool = False, tuple_output: bool = F
         if isinstance(value, list):
             return [resolve(v) for v in value]
         if isinstance(value, tuple):
-            return tuple(resolve(v) for v in value)
+            return tuple([resolve(v) for v in value])
         return value
 
     for _, ref, _ in program.inputs:
         env[ref.name] = g.create_node("placeholder", ref.name, name=ref.name)
     for call in program.calls:
-        args = tuple(resolve(a) for a in call.args)
-        kwargs = {k: resolve(v) for k, v in call.kwargs.items()}
+        args = tuple([resolve(a) for a in call.args])
+        kwargs = {k: resolve(v) for k, v in call.kwargs.items()} if call.kwargs else None
         env[call.ref.name] = g.create_node("call_function", call.fn, args, kwargs, name=call.ref.name)
     outs = [resolve(v) for _, v, _ in program.outputs]
     g.output(outs[0] if len(outs) == 1 and not tuple_output else tuple(outs))
