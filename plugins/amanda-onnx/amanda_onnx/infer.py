@@ -42,7 +42,8 @@ def infer_types(graph: Graph) -> int:
         # static type (which inference keeps as it is): inference would add nothing more
         for q, dtype in settled:
             q.dtype = dtype
-        return len(settled) + sum(_type_initializer(op) for g in graphs for op in g
+        shapes: dict[Any, str] = {}
+        return len(settled) + sum(_type_initializer(op, shapes) for g in graphs for op in g
                                   if op.type == INITIALIZER and op.namespace is None)
 
     import onnx
@@ -61,12 +62,13 @@ def infer_types(graph: Graph) -> int:
         return 0
     typed = 0
     texts: dict[bytes, str | None] = {}  # serialized TypeProto -> its dtype (many values share a type)
+    shapes: dict[Any, str] = {}
     for g in graphs:
         for op in g:
             if op.namespace is None:
                 t = op.type
                 if t == INITIALIZER:
-                    typed += _type_initializer(op)
+                    typed += _type_initializer(op, shapes)
                     continue
                 if t in STRUCTURAL_TYPES and t != OUTER_VALUE:
                     continue  # (an outer value inside a body takes the type of the value it names)
@@ -155,18 +157,32 @@ def _refines(old: str, new: str) -> bool:
     return new.startswith(old) and new[len(old):].startswith("[")
 
 
-def _type_initializer(op: Any) -> int:
+def _type_initializer(op: Any, texts: dict[Any, str]) -> int:
     """An initializer's value type from its tensor's element type and shape (no bytes read): rules that need the
-    shape of a weight (a convolution's kernel) see it."""
-    q = op.output_ports[0] if len(op.output_ports) else None
-    value = op.attrs.get("value")
-    if q is None or q.dtype is not None or value is None or op.attrs.get("graph_input"):
+    shape of a weight (a convolution's kernel) see it.  ``texts``: the type of each ``(dtype, shape)`` made so
+    far (weights often share one)."""
+    outputs = op.output_ports
+    if not outputs or outputs[0].dtype is not None:
+        return 0
+    q = outputs[0]
+    attrs = op.attrs
+    value = attrs.get("value")
+    if value is None or attrs.get("graph_input"):
         return 0
     dtype, shape = getattr(value, "dtype", None), getattr(value, "shape", None)
     if dtype is None or shape is None:
         return 0
-    try:  # (the text OnnxType.tensor(elem, shape) gives, made directly)
-        q.dtype = f"tensor({elem_type_from_numpy(dtype)})[{','.join([str(int(d)) for d in shape])}]"
+    key: Any = (dtype, shape)
+    try:
+        text = texts.get(key)
+    except TypeError:  # (an unhashable shape)
+        key = text = None
+    try:
+        if text is None:  # (the text OnnxType.tensor(elem, shape) gives, made directly)
+            text = f"tensor({elem_type_from_numpy(dtype)})[{','.join([str(int(d)) for d in shape])}]"
+            if key is not None:
+                texts[key] = text
+        q.dtype = text
     except (ValueError, TypeError, KeyError):
         return 0
     return 1
