@@ -105,9 +105,12 @@ class _Names:
         self.taken: set[str] = set(_RESERVED)
 
     def make(self, text: str) -> str:
-        base = _NOT_IDENT.sub("_", text).strip("_") or "v"
-        if base[0].isdigit():
-            base = "v" + base
+        if text.isascii() and text.isidentifier() and text[0] != "_" and text[-1] != "_":
+            base = text  # what the rules below leave as it is
+        else:
+            base = _NOT_IDENT.sub("_", text).strip("_") or "v"
+            if base[0].isdigit():
+                base = "v" + base
         name, n = base, 0
         while name in self.taken:
             n += 1
@@ -126,6 +129,9 @@ class _Overload:
     schema: ParsedSchema
     in_ports: dict[str, int]
     out_ports: dict[str, int]
+    in_names: tuple[str, ...]  # the keys of in_ports
+    required: tuple[str, ...]  # the arguments without default that are not optional, in order
+    one_return: bool  # returns one value (not a list of them)
 
 
 def _port_names(args: Any, prefix: str) -> dict[str, int]:
@@ -148,9 +154,13 @@ def _overload(fn: Any) -> _Overload:
     found = _OVERLOADS.get(fn)
     if found is None:
         schema = parse_function_schema(str(fn._schema))
+        in_ports = _port_names(schema.args, "in")
+        required = tuple(name for name, i in in_ports.items()
+                         if schema.args[i].default is None and not schema.args[i].type.endswith("?"))
         found = _OVERLOADS[fn] = _Overload(
             fn, schema.qualified_name if schema.overload else f"{schema.name}.default", schema,
-            _port_names(schema.args, "in"), _port_names(schema.returns, "out"))
+            in_ports, _port_names(schema.returns, "out"), tuple(in_ports), required,
+            len(schema.returns) == 1 and not schema.varret)
     return found
 
 
@@ -374,7 +384,7 @@ class _Lowering:
             if role not in ("parameter", "buffer", "constant"):
                 raise AmandaError(f"op {op.path!r}: meta.role {role!r} is not parameter, buffer or constant")
             target = op.meta.get("target") or op.name
-            if not isinstance(target, str) or not target or any(not s for s in target.split(".")):
+            if not isinstance(target, str) or "" in target.split("."):
                 raise AmandaError(f"op {op.path!r}: meta.target {target!r} is not a dotted attribute name")
             if role == "constant":
                 target = self.names.make("_const_" + target.replace(".", "_"))
@@ -523,11 +533,11 @@ class _Lowering:
         for p in op.input_ports:
             if p.name not in ov.in_ports:
                 return f"{ov.qualname} has no argument {p.name!r} (arguments: {', '.join(ov.in_ports) or 'none'})"
-        given = {p.name for p in op.input_ports if p.source is not None}
-        for name, i in ov.in_ports.items():
-            arg = ov.schema.args[i]
-            if name not in given and arg.default is None and not arg.type.endswith("?"):
-                return f"argument {name!r} of {ov.qualname} is not given"
+        if ov.required:
+            given = {p.name for p in op.input_ports if p.source is not None}
+            for name in ov.required:
+                if name not in given:
+                    return f"argument {name!r} of {ov.qualname} is not given"
         for q in op.output_ports:
             if q.name not in ov.out_ports:
                 return (f"{ov.qualname} has no return {q.name!r} "
@@ -543,7 +553,9 @@ class _Lowering:
             if src is None:
                 continue
             i = ov.in_ports[p.name]
-            v = self.value(src, op)
+            v = self.values.get(src, _MISSING)
+            if v is _MISSING:
+                v = self.value(src, op)  # raises
             if v.__class__ is not Ref:
                 v = _resolve_literals(v, schema_args[i].type, path)
                 if v is None and schema_args[i].default == "None":
@@ -552,8 +564,8 @@ class _Lowering:
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
         gap = False
-        names = list(ov.in_ports)
-        for i, arg in enumerate(ov.schema.args):
+        names = ov.in_names
+        for i, arg in enumerate(schema_args):
             if arg.kwarg_only:
                 gap = True
             if i not in given:
@@ -573,9 +585,8 @@ class _Lowering:
             else:
                 args.append(given[i])
         ref = Ref(self.names.make(op.name))
-        self.program.calls.append(Call(ov.fn, ov.qualname, tuple(args), kwargs, ref, op.path))
-        returns = ov.schema.returns
-        if len(returns) == 1 and not ov.schema.varret:
+        self.program.calls.append(Call(ov.fn, ov.qualname, tuple(args), kwargs, ref, path))
+        if ov.one_return:
             for q in op.output_ports:
                 self.values[q] = ref
             return
