@@ -220,9 +220,13 @@ def _message(buf: Any, start: int, end: int, kind: int, on_tensor: TensorCallbac
             if pos > end:
                 raise WireError("a field runs past the end of its message")
             continue
-        if pos < end and buf[pos] < 0x80:
+        if pos + 1 < end and buf[pos + 1] < 0x80:  # a length of one or two bytes
             n = buf[pos]
-            value_start = pos + 1
+            if n < 0x80:
+                value_start = pos + 1
+            else:
+                n = (n & 0x7F) | buf[pos + 1] << 7
+                value_start = pos + 2
         else:
             n, value_start = _varint(buf, pos, end)
         value_end = value_start + n
