@@ -73,13 +73,18 @@ def install_tensor(root: Any, attr: Attr, tensor: Any, parents: dict[str, Any] |
 
 def _has_attr(module: Any, name: str) -> bool:
     """``hasattr(module, name)``; for a plain ``torch.nn.Module`` without the exception its ``__getattr__``
-    raises (and formats a message for) on a miss."""
+    raises (and formats a message for) on a miss: the lookup's own steps (the classes, the instance, then what
+    ``__getattr__`` reads)."""
     import torch
 
     if type(module) is not torch.nn.Module:
         return hasattr(module, name)
-    return (name in module.__dict__ or name in module._parameters or name in module._buffers
-            or name in module._modules or hasattr(torch.nn.Module, name))
+    if name in module.__dict__ or name in module._parameters or name in module._buffers or name in module._modules:
+        return True
+    for cls in torch.nn.Module.__mro__:
+        if name in cls.__dict__:
+            return True
+    return False
 
 
 _MODULE_STATE: list[tuple[str, Any, bool]] | None = None
