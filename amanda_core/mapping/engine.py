@@ -138,6 +138,7 @@ class Converter:
         self._parse_cache: dict[tuple[str, str], Any] = {}
         self._slot_systems: dict[tuple[Any, ...], str | None] = {}
         self._index_cache: dict[int, tuple[Graph, int, dict[str | None, list[Op]]]] = {}
+        self._shared: dict[int, tuple[Graph, dict[Any, Op]]] = {}  # literal constants shared in the current apply
 
     # -- schemas and dtypes
     def schema(self, namespace: str | None) -> NamespaceSchema | None:
@@ -247,6 +248,7 @@ class Converter:
         if not parse_spec(table.dst).matches(dst_ns):
             raise MappingError(f"the table writes {table.dst}, not {dst_ns}", table.name)
         report = ApplyReport(table.name, src_ns, dst_ns)
+        self._shared = {}
         rules = _select(table.ordered_rules(), include_tags, exclude_tags)
         dst_schema = self.schema(dst_ns)
         family_same = same_family(src_ns, dst_ns)
@@ -366,6 +368,13 @@ class Converter:
                                table.name, rule.name, names) from None
         return True
 
+    def _shared_constants(self, g: Graph) -> dict[Any, Op]:
+        """The literal constants shared among the inputs of ``g`` in the table application under way."""
+        found = self._shared.get(id(g))
+        if found is None or found[0] is not g:
+            found = self._shared[id(g)] = (g, {})
+        return found[1]
+
     def _types(self, g: Graph) -> dict[str | None, list[Op]]:
         """Ops of ``g`` by type in topological order, kept until the graph changes."""
         cached = self._index_cache.get(id(g))
@@ -393,7 +402,7 @@ class Converter:
                            parse_dtype=lambda port: self.parse_dtype(port, inherited), library=self.library,
                            constant_of=lambda op: self.registry.constant_value(op, op_namespace(op, inherited)))
         rctx = RewriteContext(table.name, dst_ns, dst_schema, ctx, family_same, schema_of,
-                              lambda value: self.registry.make_constant(value, dst_ns))
+                              lambda value: self.registry.make_constant(value, dst_ns), self._shared_constants(g))
         claimed: set[Op] = set()
         rewrote = False
         if rule.src.query is not None:

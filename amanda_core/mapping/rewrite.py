@@ -79,6 +79,9 @@ class RewriteContext:
     src_schema_of: Callable[[Op], OpSchema | None] = lambda op: None
     make_constant: Callable[[Any], ConstantOp] | None = None
     """How the target namespace writes a constant (for mapper ``consts``)."""
+    shared_constants: dict[Any, Op] | None = None
+    """Constant ops made so far in this graph by this table application that other inputs may read too
+    (:attr:`ConstantOp.shared`), by :func:`literal_key`; None: every constant is made for its one input."""
 
 
 @attrs.define
@@ -601,11 +604,20 @@ class _Applier:
                     port = op.add_input_port(name, index=_slot_index(op, name, schema))
                 elif port.source is not None:
                     self.dead_candidates.append(port.source.op)
-                const = self.g.add_op(made.type, self.g.unique_name(f"{op.name}_{name}"), attrs=dict(made.attrs),
-                                      namespace=self.ctx.dst_namespace, outputs=[made.port])
-                const.provenance = (self.ctx.table, self.rule.name)
+                pool = self.ctx.shared_constants
+                literal = literal_key(made) if made.shared and pool is not None else None
+                const = pool.get(literal) if literal is not None else None  # type: ignore[union-attr]
+                if const is not None and self.g.ops.get(const.name) is not const:
+                    const = None  # undone with the rule that made it, or swept since
+                if const is None:
+                    const = self.g.add_op(made.type, self.g.unique_name(f"{op.name}_{name}"),
+                                          attrs=dict(made.attrs), namespace=self.ctx.dst_namespace,
+                                          outputs=[made.port])
+                    const.provenance = (self.ctx.table, self.rule.name)
+                    self.consts_made.append(const)
+                    if literal is not None:
+                        pool[literal] = const  # type: ignore[index]
                 self.g.connect(const.output_ports[0], port, replace=True)
-                self.consts_made.append(const)
 
     def sweep(self) -> list[str]:
         """Constant ops that fed the match and that nothing reads any more are removed."""
@@ -977,3 +989,28 @@ def same_family(a: str, b: str) -> bool:
     except AmandaError:
         return False
 
+
+
+def _literal(value: Any) -> Any:
+    """``value`` as a hashable key that tells apart what Python's equality joins (``True``, ``1`` and ``1.0``;
+    a list and a tuple), or None when it is no plain literal (an array, a NaN, an object)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return type(value).__name__, value
+    if isinstance(value, float):
+        return ("float", value) if value == value else None
+    if isinstance(value, (list, tuple)):
+        items = tuple(_literal(v) for v in value)
+        return None if any(i is None for i in items) else (type(value).__name__, items)
+    return None
+
+
+def literal_key(made: ConstantOp) -> Any:
+    """What makes two constants of a family the same op to read: type, port and the literal of every attribute;
+    None when an attribute holds no plain literal (such constants are never shared)."""
+    parts = []
+    for name in sorted(made.attrs):
+        lit = _literal(made.attrs[name])
+        if lit is None:
+            return None
+        parts.append((name, lit))
+    return made.type, made.port, tuple(parts)

@@ -55,6 +55,10 @@ class ConstantOp:
     type: str
     attrs: dict[str, Any]
     port: str
+    shared: bool = False
+    """Several inputs may read one such op: the family holds a plain literal (a number, a string, a list of
+    them) as a value any number of ops can take, so a table application feeds every input that asks for the same
+    literal from one op instead of one op each (see :func:`amanda_core.mapping.rewrite.literal_key`)."""
 
 
 class NamespaceProvider:

@@ -426,8 +426,9 @@ class TorchNamespaces(NamespaceProvider):
         return NOT_CONSTANT
 
     def make_constant(self, value: Any, version: str | None) -> ConstantOp:
-        """A ``prim::Constant`` holding ``value``."""
-        return ConstantOp("prim::Constant", {"value": value}, "output")
+        """A ``prim::Constant`` holding ``value``; one holding a plain literal (an int list, a bool, a dtype name)
+        may feed every input of the graph that reads the same literal, as TorchScript's constant pooling does."""
+        return ConstantOp("prim::Constant", {"value": value}, "output", shared=True)
 
 
 def _same_version(a: str, b: str) -> bool:
