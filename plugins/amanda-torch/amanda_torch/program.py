@@ -132,6 +132,7 @@ class _Overload:
     in_names: tuple[str, ...]  # the keys of in_ports
     required: tuple[str, ...]  # the arguments without default that are not optional, in order
     one_return: bool  # returns one value (not a list of them)
+    converts: tuple[str | None, ...]  # per argument, the base type its literals are converted to, if any
 
 
 def _port_names(args: Any, prefix: str) -> dict[str, int]:
@@ -160,7 +161,8 @@ def _overload(fn: Any) -> _Overload:
         found = _OVERLOADS[fn] = _Overload(
             fn, schema.qualified_name if schema.overload else f"{schema.name}.default", schema,
             in_ports, _port_names(schema.returns, "out"), tuple(in_ports), required,
-            len(schema.returns) == 1 and not schema.varret)
+            len(schema.returns) == 1 and not schema.varret,
+            tuple(b if (b := _base_type(a.type)) in _CONVERTED else None for a in schema.args))
     return found
 
 
@@ -557,7 +559,8 @@ class _Lowering:
             if v is _MISSING:
                 v = self.value(src, op)  # raises
             if v.__class__ is not Ref:
-                v = _resolve_literals(v, schema_args[i].type, path)
+                base = ov.converts[i]
+                v = _resolve_plain(v) if base is None else _resolve(v, base, path)
                 if v is None and schema_args[i].default == "None":
                     continue  # an explicit None where the schema's default is None anyway
             given[i] = v
@@ -617,12 +620,8 @@ class _Literal:
 _LITERAL_TYPES = {type(None), bool, int, float, str, list, tuple}  # constant values that are no tensor
 
 
-def _resolve_literals(value: Any, type_text: str, where: str) -> Any:
-    base = _base_type(type_text)
-    return _resolve(value, base, where) if base in _CONVERTED else _resolve_plain(value)
-
-
 def _resolve(value: Any, base: str, where: str) -> Any:
+    """``value`` with its literals converted to the torch objects of schema base type ``base``."""
     if isinstance(value, _Literal):
         return _convert_literal(value.value, base, where)
     if isinstance(value, list):
@@ -633,6 +632,7 @@ def _resolve(value: Any, base: str, where: str) -> Any:
 
 
 def _resolve_plain(value: Any) -> Any:
+    """``value`` with its literals made plain: for an argument whose schema type needs no conversion."""
     if isinstance(value, _Literal):
         return _plain_literal(value.value)
     if isinstance(value, list):
