@@ -36,15 +36,15 @@ def infer_types(graph: Graph) -> int:
     already (a model that states its ``value_info``), or untyped only where it feeds a graph output of a static
     tensor type, inference is not run: those outputs take that type, initializers theirs from their tensors."""
     graphs = [graph, *(nested.graph for nested in graph.nested_graphs())]
-    settled = _settled(graph, graphs)
+    initializers: list[Any] = []
+    settled = _settled(graph, graphs, initializers)
     if settled is not None:
         # every node output is typed already (a model written with its value_info), or is a graph output of a
         # static type (which inference keeps as it is): inference would add nothing more
         for q, dtype in settled:
             q.dtype = dtype
         shapes: dict[Any, str] = {}
-        return len(settled) + sum(_type_initializer(op, shapes) for g in graphs for op in g
-                                  if op.type == INITIALIZER and op.namespace is None)
+        return len(settled) + sum([_type_initializer(op, shapes) for op in initializers])
 
     import onnx
 
@@ -91,10 +91,11 @@ def infer_types(graph: Graph) -> int:
     return typed
 
 
-def _settled(graph: Graph, graphs: list[Graph]) -> list[tuple[Any, str]] | None:
+def _settled(graph: Graph, graphs: list[Graph], initializers: list[Any]) -> list[tuple[Any, str]] | None:
     """When inference cannot tell more than the graph says: the untyped node outputs with the type each gets
     (the static tensor type of a top-level graph output it feeds); None when some output needs inference.
-    ``graphs``: ``graph`` and the graphs nested in it."""
+    ``graphs``: ``graph`` and the graphs nested in it.  The initializers of ``graphs`` are added to
+    ``initializers`` on the way (all of them when the result is not None)."""
     if not graph.output_ports:
         return None
     static: dict[int, str | None] = {}
@@ -106,8 +107,13 @@ def _settled(graph: Graph, graphs: list[Graph]) -> list[tuple[Any, str]] | None:
     out: list[tuple[Any, str]] = []
     for g in graphs:
         for op in g:
-            if op.namespace is None and op.type in STRUCTURAL_TYPES and op.type != OUTER_VALUE:
-                continue  # initializers are typed from their tensors; other structural ops are never typed
+            if op.namespace is None:
+                t = op.type
+                if t == INITIALIZER:
+                    initializers.append(op)  # (typed from its tensor)
+                    continue
+                if t in STRUCTURAL_TYPES and t != OUTER_VALUE:
+                    continue  # other structural ops are never typed
             for q in op.output_ports:
                 old = q.dtype
                 if old is not None and not _rank_unknown(old):
