@@ -592,6 +592,8 @@ class _Search:
                         return
                 except ExpressionError as e:
                     raise _with_rule(e, self.rule, m) from None
+            env.pop("value", None)
+            m.scope = env
         m.ops = {k: m.ops[k] for k in self.pattern.ops}  # declaration order
         yield m
 

@@ -234,7 +234,8 @@ class _Applier:
         self.rule = rule
         self.ctx = ctx
         self.t = rule.dst
-        self.env = ctx.match_ctx.env(graph, match, rule.src)
+        # the names the matcher's conditions saw are the mapper's too (the same match, pattern and context)
+        self.env = match.scope if match.scope is not None else ctx.match_ctx.env(graph, match, rule.src)
         self.shape = shape = _shape_of(self.t, tuple(match.ops))
         ops = match.ops
         self.kept = {k: ops[k] for k in shape.kept}

@@ -29,6 +29,9 @@ class Match:
     """The mapping rule that found it (a :class:`amanda_core.mapping.table.Rule`), if any."""
     inner: dict[str, Match] = attrs.field(factory=dict)
     """For op patterns with a body pattern: the match found inside the op's body, by the op's key."""
+    scope: Scope | None = attrs.field(default=None, eq=False, repr=False)
+    """The names the matcher's expressions read (:meth:`MatchContext.env` of the match and its pattern), kept
+    for the rewrite that follows so that it need not make them again; None when the matcher evaluated nothing."""
 
     @property
     def all_ops(self) -> list[Op]:
