@@ -134,11 +134,29 @@ def _leads_to(table: MappingTable, target: str, registry: NamespaceRegistry) -> 
         return table.dst if dst.exact is not None else None
 
 
+_PLANS: dict[tuple[Any, ...], tuple[tuple[MappingTable, ...], NamespaceRegistry, tuple[Step, ...]]] = {}
+"""Chains planned, by source, target, registry and tables (and what of each table the planner reads): a process
+converts many graphs with the same installed tables, and planning walks all of them once or twice."""
+
+
 def plan(source: str, target: str, tables: Sequence[MappingTable], registry: NamespaceRegistry | None = None
          ) -> list[Step]:
     """The shortest chain of ``tables`` from namespace ``source`` to ``target`` (empty if they are the same).
     A step between two families records the longer chain it was chosen over, if any (:attr:`Step.detour`)."""
     registry = registry or NamespaceRegistry()
+    key = (source, target, id(registry), registry.generation,
+           tuple((id(t), t.src, t.dst, t.ahead, t.plugin) for t in tables))
+    known = _PLANS.get(key)
+    if known is not None and known[1] is registry and all(a is b for a, b in zip(known[0], tables)):
+        return list(known[2])
+    steps = _plan(source, target, tables, registry)
+    if len(_PLANS) >= 64:
+        _PLANS.clear()
+    _PLANS[key] = (tuple(tables), registry, tuple(steps))  # (holding them keeps their ids from being reused)
+    return steps
+
+
+def _plan(source: str, target: str, tables: Sequence[MappingTable], registry: NamespaceRegistry) -> list[Step]:
     steps = _shortest(source, target, tables, registry)
     for i, step in enumerate(steps):
         if _same_family(step.src, step.dst):

@@ -124,6 +124,8 @@ class NamespaceRegistry:
         self._providers: dict[str, list[tuple[NamespaceProvider, str | None]]] = {}
         self._schemas: dict[str, NamespaceSchema] = {}
         self._resolved: dict[str, str] = {}
+        self.generation = 0
+        """How many providers were added: what a namespace name resolves to can change only when it grows."""
 
     def add(self, provider: NamespaceProvider, plugin: str | None = None) -> None:
         if not provider.family:
@@ -131,6 +133,7 @@ class NamespaceRegistry:
         parse_namespace(provider.family)
         self._providers.setdefault(provider.family, []).append((provider, plugin))
         self._resolved.clear()
+        self.generation += 1
 
     def add_schema(self, schema: NamespaceSchema, plugin: str | None = None) -> None:
         """Register one fixed schema (its namespace name gives family and version)."""
