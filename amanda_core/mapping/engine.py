@@ -313,9 +313,13 @@ class Converter:
             for op in g:
                 if op_namespace(op, inherited) != dst_ns:
                     continue
-                for p in list(op.input_ports) + list(op.output_ports):
-                    if p.dtype is not None:
-                        p.dtype = translate(p.dtype)
+                for ports in (op.input_ports, op.output_ports):
+                    for p in ports:
+                        text = p.dtype
+                        if text is not None:
+                            new = translate(text)
+                            if new is not text:  # a type the target reads as it is stays (no change recorded)
+                                p.dtype = new
 
     def _apply_rule(self, graphs: list[tuple[Graph, str | None]], table: MappingTable, rule: Rule,
                     src_spec: NamespaceSpec, dst_ns: str, dst_schema: NamespaceSchema | None, family_same: bool,
