@@ -62,3 +62,61 @@ def test_both_ways_build_the_same_module(monkeypatch: Any, n: int) -> None:
                    for a, t in zip(p.attrs, [m.get_parameter(a.target) if a.kind == "parameter" else
                                               m.get_buffer(a.target) if a.kind == "buffer" else
                                               getattr(m, a.target) for a in p.attrs]))
+
+
+def test_registering_without_the_public_calls_builds_what_they_build() -> None:
+    """Submodules, parameters and buffers of a plain Module are stored directly when the public calls' checks are
+    known to pass; with a global registration hook set, the public calls run (and report each registration)."""
+    import copy
+
+    from torch.nn.modules import module as nn_module
+
+    p = program(12)
+    direct = module_mod.build_module(p)
+    seen: list[tuple[str, str]] = []
+    handles = [nn_module.register_module_module_registration_hook(lambda m, n, s: seen.append(("module", n))),
+               nn_module.register_module_parameter_registration_hook(lambda m, n, t: seen.append(("param", n))),
+               nn_module.register_module_buffer_registration_hook(lambda m, n, t: seen.append(("buffer", n)))]
+    try:
+        public = module_mod.build_module(p)
+    finally:
+        for h in handles:
+            h.remove()
+    assert ("param", "weight") in seen and ("buffer", "running_mean") in seen and ("module", "block0") in seen
+    assert described(direct) == described(public)
+    fresh = set(vars(torch.nn.Module()))
+    for m in (direct, public):
+        for name, sub in m.named_modules():
+            if name:
+                assert set(vars(sub)) == fresh, name  # every attribute Module.__init__ sets, nothing else
+        m.eval()
+        assert not any(s.training for s in m.modules())
+        clone = copy.deepcopy(m)
+        assert [n for n, _ in clone.named_parameters()] == [n for n, _ in m.named_parameters()]
+        torch.testing.assert_close(clone(torch.zeros(4)), m(torch.zeros(4)))
+        clone.to(torch.float64)  # reaches every submodule's parameters and buffers
+        assert {t.dtype for t in clone.state_dict().values()} == {torch.float64}
+
+
+@pytest.mark.parametrize("targets, error", [
+    (["mro.weight", "__name__.bias", "training_.w"], None),  # names a plain Module's class or metaclass has
+    (["w", "w.x"], "w is already a tensor"),
+    (["a.b.c", "a.b"], "it is already a submodule"),
+    (["training.w"], "training is already a tensor"),
+])
+def test_tensor_names_and_their_clashes(targets: list[str], error: str | None) -> None:
+    root = torch.nn.Module()
+    run = []
+    for i, target in enumerate(targets):
+        run.append(lambda t=target, i=i: module_mod.install_tensor(
+            root, Attr(t, np.zeros(2, np.float32), "parameter", Ref(f"r{i}"), op=f"op{i}"),
+            torch.zeros(2), {}))
+    if error is None:
+        for f in run:
+            f()
+        assert [n for n, _ in root.named_parameters()] == targets
+    else:
+        for f in run[:-1]:
+            f()
+        with pytest.raises(Exception, match=error):
+            run[-1]()
