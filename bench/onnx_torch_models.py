@@ -8,7 +8,8 @@ CNN; random weights, ``plugins/amanda-torch/tests/models.py``) one ONNX file is 
 that file:
 
 * ``--source amanda`` (the default): Amanda's own torch -> ONNX export at ``--opset`` (default 17, the newest
-  opset onnx2torch reads these models at: it has no converter for ReduceMean-18, whose axes are an input);
+  opset onnx2torch reads these models at: it has no converter for ReduceMean-18, whose axes are an input), with
+  ONNX type inference after the table as ``amanda convert`` runs it, so the file types every value;
 * ``--source dynamo``: ``torch.onnx.export(dynamo=True)`` at ``--opset`` (onnx2torch refuses its files: asked for
   opset 17 it writes ViT and BERT at 17 with Reshape ``allowzero = 1``, which onnx2torch does not implement, and
   leaves the small CNN, ResNet and MobileNetV2 at 18, with ReduceMean-18).
@@ -216,9 +217,15 @@ def write_file(name: str, source: str, opset: int, folder: str) -> tuple[str, li
             from amanda_core.plugin.passes import registered_passes
             from amanda_torch.importer import load_model
 
+            reg = registry()
+
+            def infer(g: Any, namespace: str) -> int:  # as `amanda convert` types what the rules made
+                inferer = reg.type_inferer_for(namespace)
+                return int(inferer.infer(g)) if inferer is not None else 0
+
             graph = load_model(module, example_inputs=args)
-            graph = convert(graph, f"amanda/onnx/{opset}", registered_tables(), registry().namespaces,
-                            passes=registered_passes()).graph
+            graph = convert(graph, f"amanda/onnx/{opset}", registered_tables(), reg.namespaces,
+                            passes=registered_passes(), infer=infer).graph
             model = amanda_onnx.to_model(graph)
     for node in model.graph.node:
         if hasattr(torch.nn.Module, node.name):

@@ -202,7 +202,7 @@ def test_a_new_op_that_takes_over_a_value_takes_its_type_too():
         assert g.ops["r2"].output_ports[0].dtype == "Float(N, 3)", dst
 
 
-def test_between_families_the_new_family_types_the_values_before_the_next_table():
+def test_between_families_the_new_family_types_the_values_before_the_next_table_and_in_the_result():
     from amanda_core.mapping import convert
 
     r = reg()
@@ -218,8 +218,14 @@ def test_between_families_the_new_family_types_the_values_before_the_next_table(
         return 1
 
     result = convert(relu_graph(), "amanda/toy/2", [there, back], r, infer=infer)
-    assert calls == [("amanda/other/1", "ReLU")]  # after the first table only: the last one has no next
+    # after each table that lands in another family: the last one's types are the result's (a written model
+    # states them)
+    assert calls == [("amanda/other/1", "ReLU"), ("amanda/toy/2", "Relu")]
     assert (0, "type inference", "1 value type(s) inferred") in result.passes
+    assert (1, "type inference", "1 value type(s) inferred") in result.passes
+    calls.clear()
+    convert(relu_graph(), "amanda/other/1", [there, back], r, infer=infer)
+    assert calls == [("amanda/other/1", "ReLU")]
 
 
 def _with_swish(v: int) -> Any:

@@ -325,9 +325,10 @@ def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry:
 
     ``passes`` run after the tables they name, each given the ``pass_options`` it declares (``GraphPass.options``;
     :attr:`Conversion.options_taken` says which were given to a pass that ran).  ``infer(graph, namespace)``,
-    when given, runs after each table that lands in another family, before the next table: the values the ops it
-    made carry are typed by the new family's own inference (a TF -> ONNX table leaves ONNX values untyped that
-    ONNX -> torch rules need the rank of).
+    when given, runs after each table that lands in another family (after its passes): the values the ops it
+    made carry are typed by the new family's own inference, before the next table (a TF -> ONNX table leaves ONNX
+    values untyped that ONNX -> torch rules need the rank of) and in the result (a model written from it states
+    the type of every value its family's inference finds, as the framework's own exporter writes it).
 
     With ``foreign``, ops in a namespace nobody registers (a custom ONNX domain such as
     ``amanda/onnx/com.microsoft/1``) or in another family than the graph's (``amanda/onnx/ai.onnx.ml/3``) are
@@ -375,7 +376,7 @@ def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry:
         for graph_pass in passes:
             if not graph_pass.before and step.table.name in graph_pass.tables:
                 ran.append((i, graph_pass.name, _run_pass(graph_pass, work, step, "after", pass_options, taken)))
-        if infer is not None and i + 1 < len(steps) and not step.ahead and not _same_family(step.src, step.dst):
+        if infer is not None and not step.ahead and not _same_family(step.src, step.dst):
             try:
                 typed = infer(work, step.dst)
             except AmandaError as e:  # inference is a help, not a condition: the next rules see fewer types
