@@ -218,14 +218,9 @@ def write_file(name: str, source: str, opset: int, folder: str) -> tuple[str, li
             from amanda_torch.importer import load_model
 
             reg = registry()
-
-            def infer(g: Any, namespace: str) -> int:  # as `amanda convert` types what the rules made
-                inferer = reg.type_inferer_for(namespace)
-                return int(inferer.infer(g)) if inferer is not None else 0
-
             graph = load_model(module, example_inputs=args)
             graph = convert(graph, f"amanda/onnx/{opset}", registered_tables(), reg.namespaces,
-                            passes=registered_passes(), infer=infer).graph
+                            passes=registered_passes(), infer=reg.infer_types).graph
             model = amanda_onnx.to_model(graph)
     for node in model.graph.node:
         if hasattr(torch.nn.Module, node.name):

@@ -57,9 +57,10 @@ def _amanda(module: Any, args: tuple[Any, ...], opset: int) -> Any:
     from amanda_core.plugin.passes import registered_passes
     from amanda_torch.importer import load_model
 
+    reg = registry()
     graph = load_model(module, example_inputs=args)
-    graph = convert(graph, f"amanda/onnx/{opset}", registered_tables(), registry().namespaces,
-                    passes=registered_passes()).graph
+    graph = convert(graph, f"amanda/onnx/{opset}", registered_tables(), reg.namespaces,
+                    passes=registered_passes(), infer=reg.infer_types).graph
     return amanda_onnx.to_model(graph)
 
 

@@ -191,6 +191,10 @@ def test_type_inferers_are_found_by_namespace():
     g = Graph("amanda/example/1.0")
     g.add_op("Foo", outputs=["y"])
     assert found.infer(g) == 1 and g.ops["foo"].output_ports[0].dtype == "float32"
+    h = Graph("amanda/example/1.0")
+    h.add_op("Foo", outputs=["y"])
+    assert reg.infer_types(h, "amanda/example/1.0") == 1 and h.ops["foo"].output_ports[0].dtype == "float32"
+    assert reg.infer_types(h, "amanda/other/1.0") == 0  # no inferer serves it: nothing typed
 
 
 def test_a_type_inferer_of_the_wrong_kind_names_the_plugin():

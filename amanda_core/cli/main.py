@@ -485,7 +485,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
             result = convert(graph, target, tables, reg.namespaces, include_tags=wanted,
                              exclude_tags=_excluded_tags(args), allow_partial=True, copy=False,
                              passes=registered_passes(), foreign=bool(args.to),
-                             infer=None if args.no_infer_types else _inferer_of(reg),
+                             infer=None if args.no_infer_types else reg.infer_types,
                              pass_options=_layout_options(args))
     except ConversionError as e:
         if str(e).startswith("no chain of mapping tables"):
@@ -589,16 +589,6 @@ def _is_known_family(reg: Any, name: str) -> bool:
         return parse_spec(name).family in reg.namespaces.families()
     except Exception:
         return False
-
-
-def _inferer_of(reg: Any) -> Any:
-    """``infer(graph, namespace)`` with the type inferer a plugin registers for that namespace (0 without one)."""
-
-    def infer(graph: Graph, namespace: str) -> int:
-        inferer = reg.type_inferer_for(namespace)
-        return int(inferer.infer(graph)) if inferer is not None else 0
-
-    return infer
 
 
 def _excluded_tags(args: argparse.Namespace) -> list[str]:

@@ -19,6 +19,7 @@ import attrs
 import pluggy
 
 from ..errors import PluginError
+from ..ir.graph import Graph
 from ..namespace.registry import NamespaceProvider, NamespaceRegistry
 from ..namespace.types import PythonTypeSystem, TypeSystem, TypeSystemRegistry
 from ..serialization.graph_yaml import add_tag_source
@@ -82,6 +83,12 @@ class Registry:
             if inferer.handles_namespace(namespace):
                 return inferer
         return None
+
+    def infer_types(self, graph: Graph, namespace: str) -> int:
+        """Type ``graph`` (in ``namespace``) with the registered inferer serving it; how many types it gave (0
+        without one).  What :func:`amanda_core.mapping.convert` takes as ``infer``, as ``amanda convert`` gives it."""
+        inferer = self.type_inferer_for(namespace)
+        return int(inferer.infer(graph)) if inferer is not None else 0
 
 
 class PluginManager:
