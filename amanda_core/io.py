@@ -25,6 +25,7 @@ __all__ = ["load_model", "save_model", "importer_for", "is_factory_reference", "
            "describe_exporters", "check_output_path", "YAML_EXTENSIONS"]
 
 import importlib
+import importlib.util
 import os
 import re
 import sys
@@ -112,6 +113,26 @@ def _module_classes(path: str) -> list[str]:
                 (b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "")) == "Module" for b in node.bases):
             found.append(node.name)
     return found
+
+
+def load_python_module(path: str) -> Any:
+    """The model a Python module file defines (one top-level ``Module`` class, made with no arguments, as the
+    module Amanda writes from a graph defines it), imported from that file (its weights beside it).  For a file
+    the user just had written (``amanda convert ... -o model.py --check``); a path given as a model elsewhere is
+    refused (:func:`load_model`), since naming code to run is the user's call."""
+    classes = _module_classes(path)
+    if len(classes) != 1:
+        raise AmandaError(f"{path}: defines {len(classes)} Module classes ({', '.join(classes) or 'none'}), not one "
+                          "to run")
+    spec = importlib.util.spec_from_file_location(f"_amanda_written_{abs(hash(os.path.abspath(path)))}", path)
+    if spec is None or spec.loader is None:
+        raise AmandaError(f"{path}: cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+        return getattr(module, classes[0])()
+    except Exception as e:
+        raise AmandaError(f"{path}: making {classes[0]}() raised {type(e).__name__}: {_one_line(e)}") from None
 
 
 def _no_importer(path: str, reg: Any, folder: bool = False) -> AmandaError:

@@ -200,3 +200,29 @@ def test_torch_avg_pool_plan_gives_torchs_average_pooling(h, w, k, s, p, ceil, c
     assert got.shape == want.shape
     np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-12)
     assert ac.torch_avg_pool_plan([2], [3], [1], [0]) is None  # no window fits
+
+
+def test_the_element_type_of_a_parsed_type_that_names_it():
+    """A type system's parsed type may name its element type (torch's ``Float(batch, 8)`` says ``float32``): the
+    helpers read it whichever family typed the value, as a rule of another family asks it."""
+
+    class Named:
+        dtype = "float32"
+
+        def sizes(self):
+            return [None, 8]
+
+    class Port:
+        is_input = False
+
+        def __init__(self, dtype):
+            self.dtype = dtype
+
+    assert ac.value_elem(Port(Named())) == "float32"
+    assert ac.elem_kind(ac.value_elem(Port(Named()))) == "float"
+    assert ac.port_shape(Port(Named())) == [None, 8]
+
+    class Unnamed:
+        dtype = None
+
+    assert ac.value_elem(Port(Unnamed())) is None and ac.value_elem(Port("float32")) is None

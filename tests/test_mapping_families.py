@@ -228,6 +228,34 @@ def test_between_families_the_new_family_types_the_values_before_the_next_table_
     assert calls == [("amanda/other/1", "ReLU")]
 
 
+def test_values_a_table_of_the_graphs_own_family_made_are_typed_before_a_table_leaves_the_family():
+    """An opset table's decomposition makes values its rules leave untyped: the family's own inference types them
+    before the table that leaves the family reads them; a table of the family that rewrote nothing does not."""
+    from amanda_core.mapping import convert
+
+    r = reg()
+    r.add_schema(load_schema(TOY.format(v=2)))
+    up = {"relu": {"src": {"ops": {"$r": {"type": "Relu"}}},
+                   "dst": {"ops": {"m": {"type": "Mul"}}, "edges": ["$r.x -> m.a", "$r.x -> m.b", "m.y -> $r.y"]}}}
+    newer = table_from_dict({"table": {"name": "newer", "src": "amanda/toy/1", "dst": "amanda/toy/2",
+                                       "carry": "unchanged", "rules": up}})
+    there = table_from_dict({"table": {"name": "there", "src": "amanda/toy/2", "dst": "amanda/other/1",
+                                       "carry": "unchanged", "rules": {}}})
+    calls = []
+
+    def infer(graph: Graph, namespace: str) -> int:
+        calls.append((namespace, sorted(op.type for op in graph)))
+        return 0
+
+    convert(relu_graph(), "amanda/other/1", [newer, there], r, infer=infer, allow_partial=True)
+    assert calls == [("amanda/toy/2", ["Mul"]), ("amanda/other/1", ["Mul"])]
+    calls.clear()
+    g = relu_graph()
+    g.ops["r"].type = "Add"  # nothing for the first table to rewrite
+    convert(g, "amanda/other/1", [newer, there], r, infer=infer, allow_partial=True)
+    assert calls == [("amanda/other/1", ["Add"])]
+
+
 def _with_swish(v: int) -> Any:
     """The toy namespace at version ``v`` with one op more, ``Swish``, that no older version has."""
     text = TOY.format(v=v).replace("  op_schemas:\n", "  op_schemas:\n    - type: Swish\n      input_ports: [x]\n"

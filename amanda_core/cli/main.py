@@ -541,7 +541,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
         from ..ir.layout import io_layouts
 
         return _check_files(args, args.input_model, written[0], inputs=inputs, outputs=outputs,
-                            candidate_layouts=io_layouts(out)[0])
+                            candidate_layouts=io_layouts(out)[0], written=True)
     return EXIT_OK
 
 
@@ -839,10 +839,11 @@ def _dims(items: Sequence[str] | None) -> dict[str, int]:
 
 
 def _check_files(args: argparse.Namespace, reference: str, candidate: str, *, inputs: Any = None,
-                 outputs: Any = None, candidate_layouts: Any = None) -> int:
+                 outputs: Any = None, candidate_layouts: Any = None, written: bool = False) -> int:
     """Load both models, each from its own file (external data beside it), run and compare them.  ``--input``
     specs describe the reference; the candidate gets them in the layout it records (``candidate_layouts``: the
-    input permutations, when the caller knows them before loading it)."""
+    input permutations, when the caller knows them before loading it).  ``written``: the candidate is the file
+    the command just wrote (a Python module file is then run as the model it defines)."""
     from ..check import compare_graphs, read_input_data
 
     dims = _dims(args.dim)
@@ -850,8 +851,20 @@ def _check_files(args: argparse.Namespace, reference: str, candidate: str, *, in
     signature = getattr(args, "signature", None)
     ref = load_model(reference, inputs=inputs, outputs=outputs, lenient=True, signature=signature)
     cand_specs = _permuted_specs(inputs, candidate_layouts) if candidate_layouts else inputs
+    source: Any = candidate
+    if written and candidate.lower().endswith(".py") and os.path.isfile(candidate):
+        from ..io import load_python_module
+
+        source = load_python_module(candidate)  # the module file this command just wrote: its class, made
+        signature = None  # (a live module has no signatures)
+        if not cand_specs:  # it is traced on inputs like the reference's (made as the check makes them)
+            from ..check import runner_for
+            from ..plugin.types import InputSpec
+
+            made = runner_for(ref, f"reference {reference}").example_inputs(ref, args.seed, dict(dims))
+            cand_specs = [InputSpec(n, str(v.dtype), tuple(v.shape)) for n, v in made.items()]
     try:
-        cand = load_model(candidate, inputs=cand_specs, outputs=outputs, lenient=True, signature=signature)
+        cand = load_model(source, inputs=cand_specs, outputs=outputs, lenient=True, signature=signature)
     except AmandaError:
         if not inputs or candidate_layouts is not None or not os.path.exists(candidate):
             raise

@@ -583,6 +583,9 @@ def _elem_of(dtype: Any) -> str | None:
             return _np_name(np_dtype)
         except (TypeError, ValueError):
             return None
+    inner = getattr(dtype, "dtype", None)  # a parsed type that names its element type (torch's: ``float32``)
+    if isinstance(inner, str) and inner:
+        return inner
     return None
 
 

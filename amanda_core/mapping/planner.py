@@ -367,7 +367,13 @@ def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry:
     ran: list[tuple[int, str, str]] = []
     early: list[tuple[int, str, str]] = []
     taken: dict[str, list[str]] = {}
+    rewritten_in_family = False  # a table within the graph's family rewrote ops since the graph was last typed
     for i, step in enumerate(steps):
+        crosses = not step.ahead and not _same_family(step.src, step.dst)
+        if infer is not None and crosses and rewritten_in_family:
+            # the values the tables of its own family made (an opset table's decompositions) are typed before a
+            # table reads them to leave the family (where rules ask for element types and ranks)
+            _infer(infer, work, step.src, i, early)
         for graph_pass in passes:
             if graph_pass.before and step.table.name in graph_pass.tables:
                 early.append((i, graph_pass.name, _run_pass(graph_pass, work, step, "before", pass_options, taken)))
@@ -376,14 +382,11 @@ def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry:
         for graph_pass in passes:
             if not graph_pass.before and step.table.name in graph_pass.tables:
                 ran.append((i, graph_pass.name, _run_pass(graph_pass, work, step, "after", pass_options, taken)))
-        if infer is not None and not step.ahead and not _same_family(step.src, step.dst):
-            try:
-                typed = infer(work, step.dst)
-            except AmandaError as e:  # inference is a help, not a condition: the next rules see fewer types
-                ran.append((i, "type inference", f"failed: {e}"))
-            else:
-                if typed:
-                    ran.append((i, "type inference", f"{typed} value type(s) inferred"))
+        if infer is not None and crosses:
+            _infer(infer, work, step.dst, i, ran)
+            rewritten_in_family = False
+        elif not step.ahead and reports[-1].matches:
+            rewritten_in_family = True
     problems = work.verify()
     if problems:
         raise ConversionError(f"the converted graph is broken: {'; '.join(problems[:5])}")
@@ -400,6 +403,19 @@ def convert(graph: Graph, target: str, tables: Sequence[MappingTable], registry:
                               f"{shown}); no rule maps them:\n  " + "\n  ".join(lines)
                               + "\n(--allow-partial keeps them as they are)", left)
     return result
+
+
+def _infer(infer: Callable[[Graph, str], Any], graph: Graph, namespace: str, i: int,
+           record: list[tuple[int, str, str]]) -> None:
+    """Type ``graph`` in ``namespace``; what came of it goes in ``record`` (inference is a help, not a condition:
+    when it fails, the next rules see fewer types)."""
+    try:
+        typed = infer(graph, namespace)
+    except AmandaError as e:
+        record.append((i, "type inference", f"failed: {e}"))
+    else:
+        if typed:
+            record.append((i, "type inference", f"{typed} value type(s) inferred"))
 
 
 def _run_pass(graph_pass: GraphPass, graph: Graph, step: Step, when: str,

@@ -1,0 +1,59 @@
+"""A torch model written as ONNX at the newest opset (the default target) comes back to torch and checks, with a
+dynamic batch: the values the table that goes ahead of the opset chain converts (Gelu, newer than opset 18) are
+read by the ONNX rules after it (Gemm asks its input's element type, whatever family typed it), LayerNormalization
+needs only its normalized sizes known, and ``convert --check`` runs the module file it wrote."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+MODELS = '''
+import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.ln = torch.nn.LayerNorm(8)
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        h = torch.relu(self.bn(self.conv(x)))
+        h = h.mean(dim=(2, 3))
+        return self.fc(torch.nn.functional.gelu(self.ln(h)))
+
+
+def make():
+    torch.manual_seed(0)
+    return Net().eval()
+'''
+
+
+def test_newest_opset_and_back_with_a_dynamic_batch(tmp_path, monkeypatch, capsys) -> None:
+    from amanda_core.cli.main import main
+
+    (tmp_path / "backmodels.py").write_text(MODELS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("backmodels", None)
+    onnx_file, py_file = tmp_path / "net.onnx", tmp_path / "out" / "net.py"
+    py_file.parent.mkdir()
+    assert main(["convert", "backmodels:make", "--input", "x:float32[batch,3,16,16]", "--to", "amanda/onnx",
+                 "-o", str(onnx_file)]) == 0, capsys.readouterr().err
+    model = onnx.load(str(onnx_file))
+    assert {"Gelu", "LayerNormalization", "Gemm"} <= {n.op_type for n in model.graph.node}
+    assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    capsys.readouterr()
+    assert main(["convert", str(onnx_file), "--to", "amanda/pytorch", "-o", str(py_file), "--check"]) == 0, \
+        capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "same outputs (onnxruntime / torch" in out and "-> ok" in out
+    text = py_file.read_text()
+    assert "layer_norm" in text and "addmm" in text and "gelu" in text
