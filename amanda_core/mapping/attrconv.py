@@ -552,8 +552,7 @@ def elem_kind(value: Any) -> str:
     """The kind of a tensor's or a dtype name's elements: ``float`` (float16/32/64, bfloat16, the float8 ...
     kinds), ``int``, ``uint``, ``bool``, ``complex``, ``string`` or ``other``."""
     name = getattr(value, "dtype", value)
-    name = getattr(name, "name", name)
-    name = str(name)
+    name = _np_name(name) if isinstance(name, np.dtype) else str(getattr(name, "name", name))
     if name.startswith(("float", "bfloat")):
         return "float"
     if name.startswith(("int", "uint")):

@@ -135,6 +135,21 @@ def _as_dtype_text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
+_SLOT_NAMES: dict[tuple[int, str, int], tuple[OpSchema, list[str]]] = {}
+
+
+def _slot_names(schema: OpSchema, kind: str, count: int) -> list[str]:
+    """The names ``count`` ports of one side take by position: :func:`default_ports` with nothing wanted,
+    remembered per schema (every match of a rule asks the same)."""
+    key = (id(schema), kind, count)
+    found = _SLOT_NAMES.get(key)
+    if found is None or found[0] is not schema:
+        if len(_SLOT_NAMES) > 4096:
+            _SLOT_NAMES.clear()
+        found = _SLOT_NAMES[key] = (schema, default_ports(schema, kind, set(), count)[:count])
+    return found[1]
+
+
 def default_ports(schema: OpSchema | None, kind: str, wanted: AbstractSet[str], count: int = 0) -> list[str]:
     """Port names for a new op: the schema's slots in order, up to the last one that is required, referenced
     (``wanted``) or needed to place ``count`` positional ports; variadic slots numbered as referenced."""
@@ -647,8 +662,10 @@ class _Applier:
             if listed is not None:
                 names = [n for n, _ in listed]
                 dtypes = [dt for _, dt in listed]
+            elif not ports:
+                continue
             elif schema is not None and (type_changed or not _names_fit(ports, schema, kind)):
-                names = default_ports(schema, kind, set(), len(ports))[: len(ports)]
+                names = _slot_names(schema, kind, len(ports))
                 dtypes = [None] * len(names)
             else:
                 continue
@@ -877,7 +894,7 @@ def _keep(graph: Graph, match: Match, rule: Rule, ctx: RewriteContext) -> Rewrit
         for kind in ("in", "out"):
             ports = list(op.input_ports if kind == "in" else op.output_ports)
             if not _names_fit(ports, schema, kind):
-                names = default_ports(schema, kind, set(), len(ports))[: len(ports)]
+                names = _slot_names(schema, kind, len(ports))
                 _rename_ports(op, kind, ports, names, [None] * len(names))
     # no op, edge or type changed: the graph's order and the engine's index of ops by type stay valid
     return Rewrite([], kept, [], False)
