@@ -483,7 +483,7 @@ class Converter:
         the namespace it is in; a graph where nothing moved stays as it was."""
         src_schema, dst_schema = self.schema(src_ns), self.schema(dst_ns)
         carry = carry and src_schema is not None and dst_schema is not None
-        same: dict[str | None, bool] = {}  # op type -> its schema is the same in both namespaces
+        same = _same_ops(src_schema, dst_schema) if carry else {}  # op type -> same op schema in both
         in_src: dict[str, bool] = {}
         moved = 0
         nested_inheriting: list[Graph] = []
@@ -542,6 +542,24 @@ class Converter:
                     if op.namespace == dst_ns:
                         op.namespace = None
         return moved
+
+
+_SAME_OPS: dict[tuple[int, int], tuple[NamespaceSchema, NamespaceSchema, dict[str | None, bool]]] = {}
+
+
+def _same_ops(a: NamespaceSchema | None, b: NamespaceSchema | None) -> dict[str | None, bool]:
+    """Whether an op type's schema is the same in ``a`` and ``b``, by type, as found so far (an op schema does not
+    change once made, so a process converting many graphs between two opsets compares each type once)."""
+    key = (id(a), id(b))
+    found = _SAME_OPS.get(key)
+    if found is not None and found[0] is a and found[1] is b:
+        return found[2]
+    if len(_SAME_OPS) > 256:
+        _SAME_OPS.clear()
+    same: dict[str | None, bool] = {}
+    if a is not None and b is not None:
+        _SAME_OPS[key] = (a, b, same)
+    return same
 
 
 @contextmanager
