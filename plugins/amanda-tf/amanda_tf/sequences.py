@@ -227,9 +227,11 @@ class _Writer:
 
     def scalar_i32(self, src: OutputPort) -> OutputPort:
         """An integer position (a scalar, or a tensor of one element) as an int32 scalar."""
+        elem = _onnx_elem(src.dtype)
+        if elem is None:
+            raise _Refused(f"the element type of its position ({src.dtype or 'untyped'}) is unknown")
         shape = self.const(np.zeros(0, np.int64))
-        flat = self.onnx("Reshape", [("data", src), ("shape", shape)],
-                         ("reshaped", f"tensor({_onnx_elem(src.dtype)})[]"))
+        flat = self.onnx("Reshape", [("data", src), ("shape", shape)], ("reshaped", f"tensor({elem})[]"))
         return self.onnx("Cast", [("input", flat)], ("output", _I32), {"to": 6})
 
     def position(self, src: OutputPort, n: OutputPort, extra: int = 0) -> OutputPort:
@@ -291,7 +293,8 @@ class _Writer:
 
     # ---- the ops
     def write(self) -> None:
-        getattr(self, "_" + self.op.type)()
+        with self.g.atomic():  # a refusal part way leaves the graph as it was (no op it had added yet)
+            getattr(self, "_" + self.op.type)()
 
     def _out_type(self) -> Any:
         return self.op.output_ports[0].dtype
@@ -370,6 +373,8 @@ class _Writer:
             raise _Refused(f"axis {axis} is outside the input's rank {rank}")
         axis %= rank
         x_elem = _onnx_elem(x.dtype)
+        if x_elem is None:
+            raise _Refused(f"its input's type {x.dtype} is not an ONNX tensor type")
         if split is None:
             keep = int(self.op.attrs.get("keepdims", 1))
             moved = x
@@ -537,10 +542,10 @@ class _Writer:
         self.replace([out.output_ports[0]])
 
 
-def _onnx_elem(text: Any) -> str:
-    """The ONNX element name inside ``tensor(<elem>)...``."""
-    t = str(text)
-    return t[len("tensor("):t.index(")")] if t.startswith("tensor(") else "float"
+def _onnx_elem(text: Any) -> str | None:
+    """The ONNX element name inside ``tensor(<elem>)...``; None for any other type, or none."""
+    t = str(text) if text is not None else ""
+    return t[len("tensor("):t.index(")")] if t.startswith("tensor(") and ")" in t else None
 
 
 def _dims(rank: int) -> str:

@@ -171,3 +171,25 @@ def test_sequence_of_sequences_is_refused(bench: Any) -> None:
     model = _model(nodes, [helper.make_value_info("s", FLOAT_SEQ)], [helper.make_value_info("ss", nested)])
     with pytest.raises(ConversionError, match="SequenceConstruct"):
         bench.to_tf(model)
+
+
+def test_a_refusal_part_way_leaves_the_graph_as_it_was() -> None:
+    """An op the pass refuses after adding some of its TF ops (a SequenceAt whose position has no known element
+    type, once the sequence's length op is made) leaves the graph unchanged and is reported by name; the position's
+    type is not guessed."""
+    from amanda_core import Graph
+
+    from amanda_tf.sequences import onnx_sequences_to_tf
+
+    g = Graph("amanda/onnx/18")
+    s = g.add_input_port("s", "seq(tensor(float))")
+    pos = g.add_input_port("pos")  # untyped
+    at = g.add_op("SequenceAt", "at", inputs=["input_sequence", "position"], outputs=[("tensor", "tensor(float)")])
+    g.connect(s, at.input_ports["input_sequence"])
+    g.connect(pos, at.input_ports["position"])
+    g.connect(at.output_ports["tensor"], g.add_output_port("out", "tensor(float)"))
+    before = g.copy()
+    report = onnx_sequences_to_tf(g)
+    assert any("SequenceAt 'at'" in line and "position" in line for line in report.left), report.left
+    assert g.diff(before) == ["graph attr 'variant_values' only in first"]  # (the pass records the graph's
+    # variant inputs and outputs): no op, port or edge differs
