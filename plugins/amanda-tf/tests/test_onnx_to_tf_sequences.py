@@ -178,7 +178,6 @@ def test_a_refusal_part_way_leaves_the_graph_as_it_was() -> None:
     type, once the sequence's length op is made) leaves the graph unchanged and is reported by name; the position's
     type is not guessed."""
     from amanda_core import Graph
-
     from amanda_tf.sequences import onnx_sequences_to_tf
 
     g = Graph("amanda/onnx/18")
