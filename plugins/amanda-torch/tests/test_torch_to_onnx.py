@@ -127,6 +127,38 @@ def test_dynamic_batch_cnn_runs_at_batch_1_and_3() -> None:
         assert_close(run_onnx(model, (x,)), eager(module, (x,)))
 
 
+class RunTimeSizes(torch.nn.Module):
+    """Sizes read from the input at run time: view, reshape and expand (with a -1, "keep") over x.shape[0] and
+    x.shape[1], and arange over x.shape[1]."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        b, n = x.shape[0], x.shape[1]
+        z = x.view(b, -1, 4).reshape(b, n, 8)
+        return z + z[:, :1, :].expand(b, n, -1), torch.arange(n)
+
+
+@pytest.mark.parametrize("make", ["sizes", "bert", "vit"])
+def test_sizes_known_at_run_time(make: str) -> None:
+    """With a dynamic batch (and length), a size read from the input becomes a Shape, the size lists a Concat of
+    one-element tensors, and the model runs in onnxruntime at other sizes as torch does."""
+    if make == "sizes":
+        module: Any = RunTimeSizes().eval()
+        args: tuple[Any, ...] = (torch.randn(2, 8, 8),)
+        dyn: Any = {"x": {0: torch.export.Dim("batch", min=1, max=64), 1: torch.export.Dim("n", min=4, max=64)}}
+        others = [(torch.randn(3, 8, 8),), (torch.randn(1, 12, 8),)]
+    else:
+        module, args = getattr(models, make)()
+        args = args[:1]  # (BERT without its attention mask: the model makes one of ones)
+        dyn = {"input_ids" if make == "bert" else "pixel_values": {0: torch.export.Dim("batch", min=1, max=64)}}
+        others = [getattr(models, make)(batch=n)[1][:1] for n in (1, 3)]
+    model = to_onnx(module, args, dynamic_shapes=dyn)
+    assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    ops = {n.op_type for n in model.graph.node}
+    assert "Shape" in ops and ("Concat" in ops or make == "vit")
+    for other in others:
+        assert_close(run_onnx(model, other), eager(module, other))
+
+
 def test_an_op_without_rule_is_reported_by_name_and_count(tmp_path: Any) -> None:
     class Odd(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
