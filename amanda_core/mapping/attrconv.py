@@ -53,6 +53,12 @@ __all__ = [
     "slice_plan",
     "broadcast_shape",
     "onnx_constant_value",
+    "onnx_dim_slice",
+    "onnx_int_literal",
+    "onnx_size_list",
+    "onnx_size_range",
+    "onnx_size_element",
+    "onnx_size_int",
     "split_sizes",
     "elem_kind",
     "value_elem",
@@ -546,6 +552,206 @@ def onnx_constant_value(attrs: Any) -> Any:
             arr = np.array(items, dtype=object)
             return arr if isinstance(v, list) else arr.reshape(())
     raise ValueError("a Constant with no value attribute (a sparse_value is not a dense tensor)")
+
+
+def onnx_dim_slice(op: Any) -> int | None:
+    """The one dimension an ONNX ``Shape`` op gives (``start`` and ``end`` one apart, or ``start`` -1 to the end),
+    as the index ``aten::sym_size.int`` takes (negative counts from the end); None for any other op or slice."""
+    if op is None or op.type != "Shape":
+        return None
+    start, end = op.attrs.get("start"), op.attrs.get("end")
+    start = 0 if start is None else int(start)
+    if end is None:
+        return -1 if start == -1 else None
+    end = int(end)
+    if end == start + 1 and (start >= 0 or end < 0):
+        return start
+    return -1 if start == -1 and end >= 2**62 else None
+
+
+def onnx_int_literal(op: Any) -> int | None:
+    """The int an ONNX constant of one int64 element holds (``Constant``, ``Initializer``, shape ``[1]``), or
+    None for any other op or value."""
+    if op is None or op.type not in ("Constant", "Initializer"):
+        return None
+    value = onnx_constant_value(op.attrs) if op.type == "Constant" else op.attrs.get("value")
+    if value is None or not is_tensor(value):
+        return None
+    arr = as_array(value)
+    if arr.dtype != np.int64 or arr.shape != (1,):
+        return None
+    return int(arr[0])
+
+
+def _size_element(op: Any) -> tuple[str, int] | None:
+    """An element of a size list: ("dim", index) for a one-dimension Shape slice (or the ``aten::sym_size.int`` a
+    rule made of it), ("int", value) for a one-element int64 constant (or the int ``prim::Constant`` made of it)."""
+    if op is None:
+        return None
+    if op.type == "aten::sym_size.int":
+        return "dim", 0
+    if op.type == "prim::Constant":
+        v = op.attrs.get("value")
+        return ("int", v) if isinstance(v, int) and not isinstance(v, bool) else None
+    d = onnx_dim_slice(op)
+    if d is not None:
+        return "dim", d
+    v = onnx_int_literal(op)
+    return None if v is None else ("int", v)
+
+
+def _size_list_values(op: Any) -> list[int | None] | None:
+    """For a Concat that is a size list by itself: what each element stands for in torch (the int a literal
+    becomes, None for a size read at run time), or None when it is no such list.  A literal 1 read by Expand where
+    the input's size is known and not 1 is torch's -1 ("keep": ONNX's broadcasting keeps that size); where the
+    input's size is 1, or before its first axis, it stays 1."""
+    if op is None or op.type != "Concat" or op.attrs.get("axis") not in (0, -1):
+        return None
+    elements = [_size_element(p.producer) for p in op.inputs]
+    if not elements or any(e is None for e in elements):
+        return None
+    readers = op.outputs[0].consumers
+    if not readers:
+        return None
+    n = len(elements)
+    found: list[int | None] | None = None
+    for r in readers:
+        reader = r.op
+        if reader is None or r.name != "shape" or reader.type not in ("Reshape", "Expand"):
+            return None
+        values: list[int | None] = [e[1] if e is not None and e[0] == "int" else None for e in elements]
+        if reader.type == "Reshape":
+            if reader.attrs.get("allowzero") != 1 and 0 in values:
+                return None  # ONNX's 0 copies a size there
+        else:
+            shape = port_shape(reader.inputs[0])
+            if shape is None or len(shape) > n:
+                return None
+            for i, v in enumerate(values):
+                j = i - (n - len(shape))  # the input's axis this size meets, right-aligned
+                if v is None:
+                    continue
+                if v < 1:
+                    return None
+                if v == 1 and j >= 0 and shape[j] != 1:
+                    if shape[j] is None:
+                        return None  # keep or make 1: unknown
+                    values[i] = -1
+        if found is not None and found != values:
+            return None  # readers that need other literals
+        found = values
+    return found
+
+
+def _size_list_here(op: Any) -> bool:
+    """The conditions :func:`onnx_size_list` asks of one Concat alone."""
+    return _size_list_values(op) is not None
+
+
+def onnx_size_int(op: Any) -> int | None:
+    """The int a one-element int64 constant becomes in the size lists that read it (:func:`_size_list_values`:
+    its value, or -1 where Expand keeps a size); None when they need different ones."""
+    found: set[int] = set()
+    for q in op.outputs:
+        for r in q.consumers:
+            c = r.op
+            values = _size_list_values(c) if c is not None else None
+            if values is None:
+                return None
+            for p, v in zip(c.inputs, values):
+                if p.name == r.name and v is not None:
+                    found.add(v)
+    return found.pop() if len(found) == 1 else None
+
+
+def _size_range_here(op: Any) -> bool:
+    """The conditions :func:`onnx_size_range` asks of one Squeeze alone."""
+    if op is None or op.type != "Squeeze" or not op.inputs:
+        return False
+    element = _size_element(op.inputs[0].producer)
+    if element is None or element[0] != "dim":
+        return False
+    readers = op.outputs[0].consumers
+    if len(readers) != 1 or readers[0].op is None or readers[0].op.type != "Range" or readers[0].name != "limit":
+        return False
+    rng = readers[0].op
+    return _scalar_int(rng.input_ports["start"].producer) == 0 and _scalar_int(rng.input_ports["delta"].producer) == 1
+
+
+def _sizes_together(op: Any) -> bool:
+    """Whether every size list, size range and element joined to ``op`` (through the elements they share)
+    meets its conditions: then all of them become torch sizes, or none does (a Shape turned into a SymInt must
+    not be left feeding a Concat that stays an ONNX op)."""
+    seen: set[str] = set()
+    todo = [op]
+    while todo:
+        x = todo.pop()
+        if x is None or x.name in seen:
+            continue
+        seen.add(x.name)
+        if x.type == "Concat":
+            if not _size_list_here(x):
+                return False
+            todo.extend(p.producer for p in x.inputs)
+        elif x.type == "Squeeze":
+            if not _size_range_here(x):
+                return False
+            todo.append(x.inputs[0].producer)
+        elif x.type in ("Shape", "Constant", "Initializer"):
+            readers = [r.op for q in x.outputs for r in q.consumers]
+            if not readers or any(r is None for r in readers):
+                return False
+            if x.type != "Shape" and any(r.type != "Concat" for r in readers):
+                return False
+            if x.type != "Shape" and (x.attrs.get("graph_input") or onnx_size_int(x) is None):
+                return False
+            todo.extend(readers)
+        elif x.type not in ("aten::sym_size.int", "prim::Constant"):
+            return False
+    return True
+
+
+def onnx_size_list(op: Any) -> bool:
+    """An ONNX ``Concat`` (axis 0) of one-dimension ``Shape`` slices and one-element int64 constants, read only
+    as the shape of ``Reshape`` or ``Expand``: a size list torch can hold as SymInts and ints, so that the
+    module it becomes traces with a dynamic size (``aten::reshape`` of ``[sym_size(x, 0), -1, 64]``).  Its
+    elements must be read by nothing but such lists (and :func:`onnx_size_range`), and so on through what they
+    share.  A literal 0 is refused unless every Reshape reading it has ``allowzero`` (ONNX's 0 otherwise copies
+    a size); an Expand reader takes a literal 1 only where torch's ``expand`` means the same: a new leading size,
+    or a size that is 1 in its input (ONNX's 1 keeps the input's size, torch's would have to be -1)."""
+    return op is not None and op.type == "Concat" and _sizes_together(op)
+
+
+def onnx_size_range(op: Any) -> bool:
+    """An ONNX ``Squeeze`` of a one-dimension ``Shape`` slice (or the ``aten::sym_size.int`` made of it), read
+    only as the ``limit`` of a ``Range`` from 0 by 1 over int64: ``torch.arange`` of a size."""
+    return op is not None and op.type == "Squeeze" and _sizes_together(op)
+
+
+def onnx_size_element(op: Any) -> bool:
+    """An ONNX one-dimension ``Shape`` slice or one-element int64 constant read only by size lists and ranges
+    (:func:`onnx_size_list`, :func:`onnx_size_range`) that all meet their conditions."""
+    return op is not None and _size_element(op) is not None and op.type in ("Shape", "Constant", "Initializer") \
+        and _sizes_together(op)
+
+
+def _scalar_int(op: Any) -> int | None:
+    """The int a 0-d int64 ONNX constant (or an int ``prim::Constant``) holds, else None."""
+    if op is None:
+        return None
+    if op.type == "prim::Constant":
+        v = op.attrs.get("value")
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+        value = v
+    elif op.type in ("Constant", "Initializer"):
+        value = onnx_constant_value(op.attrs) if op.type == "Constant" else op.attrs.get("value")
+    else:
+        return None
+    if value is None or not is_tensor(value):
+        return None
+    arr = as_array(value)
+    return int(arr.reshape(-1)[0]) if arr.dtype == np.int64 and arr.size == 1 and arr.ndim == 0 else None
 
 
 def elem_kind(value: Any) -> str:

@@ -18,6 +18,7 @@ import models  # noqa: E402 - the shared factories beside this file
 from amanda_core.errors import AmandaError  # noqa: E402
 from amanda_core.mapping import ConversionError, convert, registered_tables  # noqa: E402
 from amanda_core.plugin import registry  # noqa: E402
+from amanda_core.plugin.passes import registered_passes  # noqa: E402
 
 TOL = 1e-4
 
@@ -157,6 +158,20 @@ def test_sizes_known_at_run_time(make: str) -> None:
     assert "Shape" in ops and ("Concat" in ops or make == "vit")
     for other in others:
         assert_close(run_onnx(model, other), eager(module, other))
+    # and back: the sizes become aten::sym_size.int and ints again, so torch.export traces the module with the
+    # same dynamic sizes, and the program it writes runs at the other sizes
+    import amanda_onnx
+    from amanda_torch.module import to_module
+
+    graph = amanda_onnx.load_model(model)
+    amanda_onnx.infer_types(graph)
+    back = to_module(convert(graph, "amanda/pytorch", registered_tables(), registry().namespaces,
+                             passes=registered_passes()).graph)
+    code = back.code
+    assert "sym_size" in code and "_shape_as_tensor" not in code
+    program = torch.export.export(back, args, dynamic_shapes=[spec for spec in dyn.values()])
+    for other in others:
+        assert_close([o.detach().numpy() for o in program.module()(*other)], eager(module, other))
 
 
 def test_an_op_without_rule_is_reported_by_name_and_count(tmp_path: Any) -> None:

@@ -1,0 +1,93 @@
+"""ONNX -> torch: sizes computed at run time become torch's SymInts and ints, so that the module traces with a
+dynamic size: a Shape slice of one dimension and one-element int64 literals, concatenated and read as the shape of
+Reshape or Expand, or squeezed as the limit of Range from 0 by 1. When any of them cannot (the Shape is read by
+something else too, a literal 0 ONNX would copy, an Expand's 1 over an unknown size), none of them does, and the
+general run-time rules convert them (the module runs eagerly)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+
+def _i64(name: str, values: list[int]) -> Any:
+    return numpy_helper.from_array(np.array(values, np.int64), name)
+
+
+def _model(tail: list[int], *, allowzero: int = 0, shape_also_added: bool = False, expand: bool = False) -> Any:
+    """x: [batch, 4, 6] -> Reshape(x, Concat(Shape(x)[0:1], tail)) (or Expand of a [1, 4, 1] slice to
+    Concat(Shape(x)[0:1], tail)); arange over the batch as a second output."""
+    names = [f"t{i}" for i in range(len(tail))]  # one one-element constant per literal, as Amanda writes them
+    nodes = [helper.make_node("Shape", ["x"], ["b"], start=0, end=1),
+             helper.make_node("Concat", ["b", *names], ["size"], axis=0),
+             helper.make_node("Squeeze", ["b"], ["b0"]),
+             helper.make_node("Range", ["zero", "b0", "one"], ["ids"])]
+    if expand:
+        nodes += [helper.make_node("Slice", ["x", "s0", "s1", "s2"], ["x1"]),
+                  helper.make_node("Expand", ["x1", "size"], ["y"])]
+    else:
+        nodes.append(helper.make_node("Reshape", ["x", "size"], ["y"], allowzero=allowzero))
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+               helper.make_tensor_value_info("ids", TensorProto.INT64, None)]
+    if shape_also_added:
+        nodes.append(helper.make_node("Add", ["b", "b"], ["bb"]))
+        outputs.append(helper.make_tensor_value_info("bb", TensorProto.INT64, None))
+    inits = [*(_i64(n, [v]) for n, v in zip(names, tail)), numpy_helper.from_array(np.array(0, np.int64), "zero"),
+             numpy_helper.from_array(np.array(1, np.int64), "one"),
+             _i64("s0", [0]), _i64("s1", [1]), _i64("s2", [2])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4, 6])],
+                              outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def _module(model: Any) -> Any:
+    import amanda_onnx
+    from amanda_core.mapping import convert, registered_tables
+    from amanda_core.plugin import registry
+    from amanda_core.plugin.passes import registered_passes
+    from amanda_torch.module import to_module
+
+    graph = amanda_onnx.load_model(model)
+    amanda_onnx.infer_types(graph)
+    return to_module(convert(graph, "amanda/pytorch", registered_tables(), registry().namespaces,
+                             passes=registered_passes()).graph)
+
+
+def _same_as_onnxruntime(model: Any, module: Any, batches: tuple[int, ...] = (1, 3)) -> None:
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for n in batches:
+        x = np.random.default_rng(n).standard_normal((n, 4, 6)).astype(np.float32)
+        want = sess.run(None, {"x": x})
+        got = module(torch.from_numpy(x))
+        for w, g in zip(want, got):
+            np.testing.assert_array_equal(g.numpy(), w)
+
+
+@pytest.mark.parametrize("tail, allowzero, expand", [([2, -1], 0, False), ([4, 3, 2], 1, False),
+                                                     ([4, 6], 0, True), ([-1], 0, False)])
+def test_sizes_become_symbolic_and_the_module_traces(tail: list[int], allowzero: int, expand: bool) -> None:
+    model = _model(tail, allowzero=allowzero, expand=expand)
+    module = _module(model)
+    assert "sym_size" in module.code and "_shape_as_tensor" not in module.code and "arange" in module.code
+    _same_as_onnxruntime(model, module)
+    program = torch.export.export(module, (torch.zeros(2, 4, 6),),
+                                  dynamic_shapes=[{0: torch.export.Dim("batch", min=1, max=1024)}])
+    _same_as_onnxruntime(model, program.module())
+
+
+@pytest.mark.parametrize("tail, allowzero, also", [([0, -1], 0, False), ([2, -1], 0, True)])
+def test_all_or_none_of_the_sizes_are_symbolic(tail: list[int], allowzero: int, also: bool) -> None:
+    """A literal 0 ONNX copies (allowzero 0), or the Shape read by an Add too: nothing becomes a SymInt (the
+    Range over the same Shape included), and the general rules give a module that runs eagerly."""
+    model = _model(tail, allowzero=allowzero, shape_also_added=also)
+    module = _module(model)
+    assert "sym_size" not in module.code and "_shape_as_tensor" in module.code
+    _same_as_onnxruntime(model, module)
