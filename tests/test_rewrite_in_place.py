@@ -13,22 +13,8 @@ import pytest
 from amanda_core import Graph
 from amanda_core.mapping import MappingError, apply_table, rewrite
 
+from .mapping_support import toy_chain
 from .test_mapping_consts import graph_with_split, reg_with_constants, table
-
-
-def relu_add_graph() -> Graph:
-    """x -> Relu -> Add(., Const 3) -> out."""
-    g = Graph("amanda/toy/1")
-    x = g.add_input_port("x")
-    relu = g.add_op("Relu", "relu", inputs=["x"], outputs=["y"])
-    c = g.add_op("Const", "c", attrs={"value": 3}, outputs=["y"])
-    add = g.add_op("Add", "add", inputs=["a", "b"], outputs=["y"])
-    g.connect(x, relu.input_ports["x"])
-    g.connect(relu.output_ports["y"], add.input_ports["a"])
-    g.connect(c.output_ports["y"], add.input_ports["b"])
-    g.connect(add.output_ports["y"], g.add_output_port("out"))
-    return g
-
 
 IN_PLACE = {
     # a constant input read into an attribute, the constant swept
@@ -49,7 +35,7 @@ def general_path(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("make, rules", [
-    (relu_add_graph, IN_PLACE),
+    (toy_chain, IN_PLACE),
     (lambda: graph_with_split("const"), {"split": {"src": {"ops": {"$s": {"type": "Split",
                                                                           "consts": {"split": "$sizes"}}}},
                                                    "dst": {"ops": {"$s": {"meta": {"sizes": "$sizes"}}}}}}),
@@ -86,7 +72,7 @@ def sorts_by_rule(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def test_rules_that_cannot_close_a_cycle_are_not_followed_by_a_sort(monkeypatch):
     calls = sorts_by_rule(monkeypatch)
-    g = relu_add_graph()
+    g = toy_chain()
     report = apply_table(g, table(IN_PLACE), reg_with_constants())
     assert sum(r.matches for r in report.rules) == 2
     assert calls == []
@@ -94,7 +80,7 @@ def test_rules_that_cannot_close_a_cycle_are_not_followed_by_a_sort(monkeypatch)
 
 def test_a_rule_that_writes_edges_is_still_checked_for_cycles(monkeypatch):
     calls = sorts_by_rule(monkeypatch)
-    g = relu_add_graph()
+    g = toy_chain()
     rules = {"relu_as_add": {"src": {"ops": {"$relu": {"type": "Relu"}}},
                              "dst": {"ops": {"add2": {"type": "AddV2", "consts": {"y": 0.5}}},
                                      "edges": ["$relu.x -> add2.x", "add2.z -> $relu.y"]}}}
@@ -103,4 +89,4 @@ def test_a_rule_that_writes_edges_is_still_checked_for_cycles(monkeypatch):
     cyclic = {"loop": {"src": {"ops": {"$a": {"type": "Add"}}},
                        "dst": {"ops": {"$a": {}}, "edges": ["$a.y -> $a.a"]}}}
     with pytest.raises(MappingError, match="made a cycle"):
-        apply_table(relu_add_graph(), table(cyclic, dst="amanda/toy/1"), reg_with_constants())
+        apply_table(toy_chain(), table(cyclic, dst="amanda/toy/1"), reg_with_constants())
