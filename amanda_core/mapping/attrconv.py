@@ -600,7 +600,7 @@ def _size_element(op: Any) -> tuple[str, int] | None:
     return None if v is None else ("int", v)
 
 
-def _size_list_values(op: Any) -> list[int | None] | None:
+def _size_list_values(op: Any, dtype_of: Callable[[Any], Any] = value_dtype) -> list[int | None] | None:
     """For a Concat that is a size list by itself: what each element stands for in torch (the int a literal
     becomes, None for a size read at run time), or None when it is no such list.  A literal 1 read by Expand where
     the input's size is known and not 1 is torch's -1 ("keep": ONNX's broadcasting keeps that size); where the
@@ -611,8 +611,8 @@ def _size_list_values(op: Any) -> list[int | None] | None:
     if not elements or any(e is None for e in elements):
         return None
     readers = op.outputs[0].consumers
-    if not readers:
-        return None
+    if len(readers) != 1:
+        return None  # (one rewrite replaces a list and its reader: a list two ops read stays a tensor)
     n = len(elements)
     found: list[int | None] | None = None
     for r in readers:
@@ -624,7 +624,7 @@ def _size_list_values(op: Any) -> list[int | None] | None:
             if reader.attrs.get("allowzero") != 1 and 0 in values:
                 return None  # ONNX's 0 copies a size there
         else:
-            shape = port_shape(reader.inputs[0])
+            shape = port_shape(reader.inputs[0], dtype_of)
             if shape is None or len(shape) > n:
                 return None
             for i, v in enumerate(values):
@@ -643,19 +643,19 @@ def _size_list_values(op: Any) -> list[int | None] | None:
     return found
 
 
-def _size_list_here(op: Any) -> bool:
+def _size_list_here(op: Any, dtype_of: Callable[[Any], Any] = value_dtype) -> bool:
     """The conditions :func:`onnx_size_list` asks of one Concat alone."""
-    return _size_list_values(op) is not None
+    return _size_list_values(op, dtype_of) is not None
 
 
-def onnx_size_int(op: Any) -> int | None:
+def onnx_size_int(op: Any, dtype_of: Callable[[Any], Any] = value_dtype) -> int | None:
     """The int a one-element int64 constant becomes in the size lists that read it (:func:`_size_list_values`:
     its value, or -1 where Expand keeps a size); None when they need different ones."""
     found: set[int] = set()
     for q in op.outputs:
         for r in q.consumers:
             c = r.op
-            values = _size_list_values(c) if c is not None else None
+            values = _size_list_values(c, dtype_of) if c is not None else None
             if values is None:
                 return None
             for p, v in zip(c.inputs, values):
@@ -678,7 +678,21 @@ def _size_range_here(op: Any) -> bool:
     return _scalar_int(rng.input_ports["start"].producer) == 0 and _scalar_int(rng.input_ports["delta"].producer) == 1
 
 
-def _sizes_together(op: Any) -> bool:
+def _size_slice_here(op: Any) -> bool:
+    """An ONNX ``Slice`` of one axis whose ``ends`` is a one-dimension Shape slice (``x[:, :n]`` with ``n`` known
+    at run time), its starts, axes and steps one-element int64 constants, the step positive."""
+    if op is None or op.type != "Slice":
+        return False
+    ports = {p.name: p.producer for p in op.inputs}
+    end = _size_element(ports.get("ends"))
+    if end is None or end[0] != "dim":
+        return False
+    start, axis = onnx_int_literal(ports.get("starts")), onnx_int_literal(ports.get("axes"))
+    step = onnx_int_literal(ports.get("steps")) if ports.get("steps") is not None else 1
+    return start is not None and axis is not None and step is not None and step > 0
+
+
+def _sizes_together(op: Any, dtype_of: Callable[[Any], Any] = value_dtype) -> bool:
     """Whether every size list, size range and element joined to ``op`` (through the elements they share)
     meets its conditions: then all of them become torch sizes, or none does (a Shape turned into a SymInt must
     not be left feeding a Concat that stays an ONNX op)."""
@@ -690,20 +704,24 @@ def _sizes_together(op: Any) -> bool:
             continue
         seen.add(x.name)
         if x.type == "Concat":
-            if not _size_list_here(x):
+            if not _size_list_here(x, dtype_of):
                 return False
             todo.extend(p.producer for p in x.inputs)
         elif x.type == "Squeeze":
             if not _size_range_here(x):
                 return False
             todo.append(x.inputs[0].producer)
+        elif x.type == "Slice":
+            if not _size_slice_here(x):
+                return False
+            todo.append(x.input_ports["ends"].producer)
         elif x.type in ("Shape", "Constant", "Initializer"):
             readers = [r.op for q in x.outputs for r in q.consumers]
             if not readers or any(r is None for r in readers):
                 return False
             if x.type != "Shape" and any(r.type != "Concat" for r in readers):
                 return False
-            if x.type != "Shape" and (x.attrs.get("graph_input") or onnx_size_int(x) is None):
+            if x.type != "Shape" and (x.attrs.get("graph_input") or onnx_size_int(x, dtype_of) is None):
                 return False
             todo.extend(readers)
         elif x.type not in ("aten::sym_size.int", "prim::Constant"):
@@ -711,28 +729,28 @@ def _sizes_together(op: Any) -> bool:
     return True
 
 
-def onnx_size_list(op: Any) -> bool:
+def onnx_size_list(op: Any, dtype_of: Callable[[Any], Any] = value_dtype) -> bool:
     """An ONNX ``Concat`` (axis 0) of one-dimension ``Shape`` slices and one-element int64 constants, read only
-    as the shape of ``Reshape`` or ``Expand``: a size list torch can hold as SymInts and ints, so that the
+    as the shape of one ``Reshape`` or ``Expand``: a size list torch can hold as SymInts and ints, so that the
     module it becomes traces with a dynamic size (``aten::reshape`` of ``[sym_size(x, 0), -1, 64]``).  Its
     elements must be read by nothing but such lists (and :func:`onnx_size_range`), and so on through what they
     share.  A literal 0 is refused unless every Reshape reading it has ``allowzero`` (ONNX's 0 otherwise copies
     a size); an Expand reader takes a literal 1 only where torch's ``expand`` means the same: a new leading size,
     or a size that is 1 in its input (ONNX's 1 keeps the input's size, torch's would have to be -1)."""
-    return op is not None and op.type == "Concat" and _sizes_together(op)
+    return op is not None and op.type == "Concat" and _sizes_together(op, dtype_of)
 
 
-def onnx_size_range(op: Any) -> bool:
+def onnx_size_range(op: Any, dtype_of: Callable[[Any], Any] = value_dtype) -> bool:
     """An ONNX ``Squeeze`` of a one-dimension ``Shape`` slice (or the ``aten::sym_size.int`` made of it), read
     only as the ``limit`` of a ``Range`` from 0 by 1 over int64: ``torch.arange`` of a size."""
-    return op is not None and op.type == "Squeeze" and _sizes_together(op)
+    return op is not None and op.type == "Squeeze" and _sizes_together(op, dtype_of)
 
 
-def onnx_size_element(op: Any) -> bool:
+def onnx_size_element(op: Any, dtype_of: Callable[[Any], Any] = value_dtype) -> bool:
     """An ONNX one-dimension ``Shape`` slice or one-element int64 constant read only by size lists and ranges
     (:func:`onnx_size_list`, :func:`onnx_size_range`) that all meet their conditions."""
     return op is not None and _size_element(op) is not None and op.type in ("Shape", "Constant", "Initializer") \
-        and _sizes_together(op)
+        and _sizes_together(op, dtype_of)
 
 
 def _scalar_int(op: Any) -> int | None:
@@ -1722,7 +1740,8 @@ def library_for(type_systems: TypeSystemRegistry | None) -> dict[str, Callable[.
         return dtype
 
     lib["value_dtype"] = any_value_dtype
-    for helper in (port_shape, port_rank, static_shape, value_elem, attention_dims):
+    for helper in (port_shape, port_rank, static_shape, value_elem, attention_dims, onnx_size_list, onnx_size_range,
+                   onnx_size_element, onnx_size_int):
         lib[helper.__name__] = functools.partial(helper, dtype_of=any_value_dtype)
     def tensor_type_of(value: Any, shape: Sequence[Any] | None = None, system: str = "onnx") -> str | None:
         """The port dtype text, in type system ``system``, of a tensor whose element type is that of the tensor at

@@ -88,7 +88,17 @@ def export_program(graph: Graph, *, dims: Mapping[str, int] | None = None, stric
     module = build_module(program)
     args, specs = dynamic_shapes(program, dims)
     try:
-        return torch.export.export(module, args, dynamic_shapes=tuple(specs), strict=strict)
+        try:
+            return torch.export.export(module, args, dynamic_shapes=tuple(specs), strict=strict)
+        except Exception as e:  # noqa: BLE001 - narrowed below: only torch's suggested ranges are taken
+            from .importer import refined_ranges
+
+            refined = refined_ranges(e, tuple(specs), "the graph's module")
+            if refined is None:
+                raise
+            return torch.export.export(module, args, dynamic_shapes=refined, strict=strict)
+    except AmandaError:
+        raise
     except Exception as e:  # torch.export raises many kinds; its first line says what failed
         raise AmandaError(f"torch.export cannot export the graph: {first_line(e)}") from None
 

@@ -313,7 +313,16 @@ def _export(module: Any, inputs: Any, example_inputs: Any, dynamic_shapes: Any, 
     if isinstance(module, torch.nn.Module) and module.training:
         module = module.eval()
     try:
-        program = torch.export.export(module, args, kwargs or None, dynamic_shapes=dynamic_shapes, strict=strict)
+        try:
+            program = torch.export.export(module, args, kwargs or None, dynamic_shapes=dynamic_shapes,
+                                          strict=strict)
+        except Exception as e:  # noqa: BLE001 - narrowed below: only torch's suggested ranges are taken
+            refined = refined_ranges(e, dynamic_shapes, type(module).__name__)
+            if refined is None:
+                raise
+            program = torch.export.export(module, args, kwargs or None, dynamic_shapes=refined, strict=strict)
+    except AmandaError:
+        raise
     except Exception as e:  # noqa: BLE001 - torch.export raises many kinds; each is reported in one line
         what = "the --input specs do not fit the module" if dims or _is_spec_list(given) else \
             "torch.export cannot export it"
@@ -325,6 +334,35 @@ def _export(module: Any, inputs: Any, example_inputs: Any, dynamic_shapes: Any, 
     except (TypeError, ValueError):
         arg_names = []
     return program, _symbol_names(program, _dim_positions(dynamic_shapes, arg_names))
+
+
+def refined_ranges(error: BaseException, dynamic_shapes: Any, what: str) -> Any:
+    """The dynamic shapes with the ranges torch.export found a symbolic dimension must keep to (BERT's length at
+    most its 512 positions: ``Constraints violated (seq)``, with ``Suggested fixes: seq = Dim('seq', max=512)``),
+    or None when the error suggests none.  A dimension torch can only export as one size is an error naming it:
+    the user asked for it to vary."""
+    if dynamic_shapes is None:
+        return None
+    text = str(error)
+    head, found, tail = text.partition("Suggested fixes:")
+    if not found:
+        return None
+    fixes = []
+    for line in tail.splitlines()[1:]:
+        if not line.strip():
+            break
+        fixes.append(line)
+    specialized = [f.split("=", 1)[0].strip() for f in fixes if "Dim(" not in f and "=" in f]
+    if specialized:
+        sizes = ", ".join(f.strip() for f in fixes if "Dim(" not in f)
+        raise AmandaError(f"torch import: {what}: the module can be exported only with "
+                          f"{', '.join(specialized)} fixed ({sizes}): give that size instead of a name")
+    from torch.export.dynamic_shapes import refine_dynamic_shapes_from_suggested_fixes
+
+    try:
+        return refine_dynamic_shapes_from_suggested_fixes(head + found + "\n" + "\n".join(fixes), dynamic_shapes)
+    except Exception:  # noqa: BLE001 - a suggestion this torch cannot read back: the first error stands
+        return None
 
 
 def _dim_positions(dynamic_shapes: Any, arg_names: Sequence[str]) -> dict[tuple[str, int], str]:

@@ -126,6 +126,12 @@ def _resize_symmetric(graph: Any) -> str:
     return resize_symmetric_to_torch(graph)
 
 
+def _size_literals(graph: Any) -> str:
+    from .onnx_sizes import private_size_literals
+
+    return f"{private_size_literals(graph)} size literal(s) given to their size lists"
+
+
 def _expand_functions(graph: Any) -> str:
     return str(_onnx_pass("functions").expand_functions(graph))
 
@@ -144,8 +150,9 @@ def amanda_graph_passes() -> list[GraphPass]:
     into convolutions, constant subgraphs folded, Constant nodes as initializers) and ``torch-onnx-gelu`` after
     ``onnx-opset-19-to-20`` (the GELU subgraphs of ``torch-to-onnx`` as ``Gelu``): ``docs/torch.md``, "What is
     folded".  Before ``onnx-newest-to-torch``, ``onnx-expand-functions`` (LinearAttention as its function body);
-    before ``onnx-to-torch``, ``onnx-unroll`` (GRU and Scan of a length known at conversion, step by step) and
-    ``onnx-resize-symmetric-to-torch`` (Resize-19 half_pixel_symmetric read as opset 18): ``docs/torch.md``,
+    before ``onnx-to-torch``, ``onnx-unroll`` (GRU and Scan of a length known at conversion, step by step),
+    ``onnx-size-literals`` (a size list's own literals) and ``onnx-resize-symmetric-to-torch`` (Resize-19
+    half_pixel_symmetric read as opset 18): ``docs/torch.md``,
     "ONNX -> torch"."""
     return [GraphPass(name="torch-control-to-onnx", tables=("torch-to-onnx",), run=_control_to_onnx,
                       description="torch.cond and TorchScript If/Loop as ONNX If/Loop, their branches reading "
@@ -163,6 +170,10 @@ def amanda_graph_passes() -> list[GraphPass]:
                       before=True,
                       description="Resize-19 in half_pixel_symmetric linear or cubic mode read as the opset-18 op, "
                                   "whose onnx-to-torch rules compute that mode"),
+            GraphPass(name="onnx-size-literals", tables=("onnx-to-torch",), run=_size_literals, before=True,
+                      description="each size list (a Concat read as the shape of Reshape or Expand) reads its own "
+                                  "copy of the one-element literals others read too, so that its sizes can become "
+                                  "torch's SymInts and ints"),
             GraphPass(name="onnx-control-to-torch", tables=("onnx-to-torch",), run=_control_to_torch, before=True,
                       description="ONNX If/Loop as prim::If/prim::Loop, outer values as captured inputs"),
             GraphPass(name="torch-onnx-fold", tables=("torch-to-onnx",), run=_fold,

@@ -91,3 +91,16 @@ def test_all_or_none_of_the_sizes_are_symbolic(tail: list[int], allowzero: int, 
     module = _module(model)
     assert "sym_size" not in module.code and "_shape_as_tensor" in module.code
     _same_as_onnxruntime(model, module)
+
+
+def test_a_literal_read_by_other_ops_too_is_copied_for_the_size_list() -> None:
+    """ONNX writers share a constant among its readers: the size list's [2] is also what an Add adds. The
+    ``onnx-size-literals`` pass gives the list its own copy, so the sizes still become SymInts and ints."""
+    model = _model([2, -1])
+    g = model.graph
+    g.node.append(helper.make_node("Add", ["t0", "t0"], ["b2"]))
+    g.output.append(helper.make_tensor_value_info("b2", TensorProto.INT64, None))
+    module = _module(model)
+    assert "sym_size" in module.code and "reshape.default(x, [" in module.code.replace("\n", "")
+    _same_as_onnxruntime(model, module)
+    torch.export.export(module, (torch.zeros(2, 4, 6),), dynamic_shapes=[{0: torch.export.Dim("batch", max=1024)}])
