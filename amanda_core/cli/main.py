@@ -851,18 +851,23 @@ def _check_files(args: argparse.Namespace, reference: str, candidate: str, *, in
     signature = getattr(args, "signature", None)
     ref = load_model(reference, inputs=inputs, outputs=outputs, lenient=True, signature=signature)
     cand_specs = _permuted_specs(inputs, candidate_layouts) if candidate_layouts else inputs
+    from ..io import is_factory_reference
+
     source: Any = candidate
+    code = is_factory_reference(candidate) and not os.path.exists(candidate)
     if written and candidate.lower().endswith(".py") and os.path.isfile(candidate):
         from ..io import load_python_module
 
         source = load_python_module(candidate)  # the module file this command just wrote: its class, made
         signature = None  # (a live module has no signatures)
-        if not cand_specs:  # it is traced on inputs like the reference's (made as the check makes them)
-            from ..check import runner_for
-            from ..plugin.types import InputSpec
+        code = True
+    if code and not cand_specs:
+        # a model defined in code is traced on inputs like the reference's (made as the check makes them)
+        from ..check import runner_for
+        from ..plugin.types import InputSpec
 
-            made = runner_for(ref, f"reference {reference}").example_inputs(ref, args.seed, dict(dims))
-            cand_specs = [InputSpec(n, str(v.dtype), tuple(v.shape)) for n, v in made.items()]
+        made = runner_for(ref, f"reference {reference}").example_inputs(ref, args.seed, dict(dims))
+        cand_specs = [InputSpec(n, str(v.dtype), tuple(v.shape)) for n, v in made.items()]
     try:
         cand = load_model(source, inputs=cand_specs, outputs=outputs, lenient=True, signature=signature)
     except AmandaError:

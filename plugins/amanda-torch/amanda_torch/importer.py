@@ -324,7 +324,10 @@ def _export(module: Any, inputs: Any, example_inputs: Any, dynamic_shapes: Any, 
     except AmandaError:
         raise
     except Exception as e:  # noqa: BLE001 - torch.export raises many kinds; each is reported in one line
-        what = "the --input specs do not fit the module" if dims or _is_spec_list(given) else \
+        # what the inputs say (sizes, ranges) is a user error; anything else is torch.export's own failure
+        fits = isinstance(e, (RuntimeError, ValueError)) or type(e).__name__ in ("UserError",
+                                                                                 "ConstraintViolationError")
+        what = "the --input specs do not fit the module" if fits and (dims or _is_spec_list(given)) else \
             "torch.export cannot export it"
         raise AmandaError(f"torch import: {type(module).__name__}: {what}: {_short(e)}") from None
     import inspect

@@ -57,3 +57,20 @@ def test_newest_opset_and_back_with_a_dynamic_batch(tmp_path, monkeypatch, capsy
     assert "same outputs (onnxruntime / torch" in out and "-> ok" in out
     text = py_file.read_text()
     assert "layer_norm" in text and "addmm" in text and "gelu" in text
+
+
+def test_check_a_model_in_code_against_a_file_without_input_specs(tmp_path, monkeypatch, capsys) -> None:
+    """``amanda check model.onnx pkg:factory``: the factory's module is traced on inputs like the ONNX model's,
+    made as the check makes them, so no --input is needed."""
+    from amanda_core.cli.main import main
+
+    (tmp_path / "checkmodels.py").write_text(MODELS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    sys.modules.pop("checkmodels", None)
+    assert main(["convert", "checkmodels:make", "--input", "x:float32[batch,3,16,16]", "--to", "amanda/onnx",
+                 "-o", "net.onnx"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["check", "net.onnx", "checkmodels:make", "--dim", "batch=3"]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "float32[3, 3, 16, 16]" in out and "same outputs (onnxruntime / torch" in out
