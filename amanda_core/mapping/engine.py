@@ -512,7 +512,9 @@ class Converter:
                     if unchanged is None:
                         a = src_schema.get(t) if t is not None else None  # type: ignore[union-attr]
                         b = dst_schema.get(t) if t is not None else None  # type: ignore[union-attr]
-                        unchanged = same[t] = a is not None and b is not None and (a is b or a == b)
+                        unchanged = a is not None and b is not None and (a is b or a == b)
+                        if a is not None and b is not None:  # (a type one of them lacks may be added to it)
+                            same[t] = unchanged
                     if unchanged:
                         carried.append(op)
                         continue
