@@ -90,6 +90,18 @@ def rnd(key, src_t, dst_t):
     op(key, "Cast", {"SrcT": src_t, "DstT": dst_t, "Truncate": "false"})
 
 
+def kv_heads(x: str, shape: str, width: str, past: str) -> None:
+    """K or V ([B, L, Hkv*D], or [B, Hkv, L, D]) as [B, Hkv, L, D] after its past (or an empty past): ops
+    ``<x>a``, ``<x>t``, ``<x>cat``."""
+    op(f"{x}a", "Reshape", {"T": "=e", "Tshape": "int64"},
+       {"shape": f"tf_int_tensor({shape} if r4 else [b, {shape}[1], hk, {width}])"})
+    op(f"{x}t", "Transpose", {"T": "=e", "Tperm": "int32"},
+       {"perm": "as_tensor([0, 1, 2, 3] if r4 else [0, 2, 1, 3], 'int32')"})
+    op(f"{x}cat", "ConcatV2", {"T": "=e", "N": "2", "Tidx": "int32"},
+       {"values_0": f"None if port_fed(o, '{past}') else as_tensor([], e).reshape([b, hk, 0, {width}])",
+        "axis": "tf_scalar(2, 'int32')"})
+
+
 def build():
     OPS.clear()
     E, T, ST, SE = "=e", "=t", "=st", "=se"
@@ -106,43 +118,13 @@ def build():
     op("qs", "Mul", {"T": T}, {"y": "tf_scalar(float(tf_scalar((o.attrs.get('scale') or 1 / d ** 0.5) ** 0.5, e)), t)"})
     rnd("qs_r", T, E)
     rnd("qs_c", E, T)
-    op("ka", "Reshape", {"T": E, "Tshape": "int64"}, {"shape": "tf_int_tensor(sk if r4 else [b, sk[1], hk, d])"})
-    op(
-        "kt",
-        "Transpose",
-        {"T": E, "Tperm": "int32"},
-        {"perm": "as_tensor([0, 1, 2, 3] if r4 else [0, 2, 1, 3], 'int32')"},
-    )
-    op(
-        "kcat",
-        "ConcatV2",
-        {"T": E, "N": "2", "Tidx": "int32"},
-        {
-            "values_0": "None if port_fed(o, 'past_key') else as_tensor([], e).reshape([b, hk, 0, d])",
-            "axis": "tf_scalar(2, 'int32')",
-        },
-    )
+    kv_heads("k", "sk", "d", "past_key")
     op("kb", "Reshape", {"T": E, "Tshape": "int64"}, {"shape": "tf_int_tensor([b, hk, 1, l, d])"})
     rnd("kc", E, T)
     op("ks", "Mul", {"T": T}, {"y": "tf_scalar(float(tf_scalar((o.attrs.get('scale') or 1 / d ** 0.5) ** 0.5, e)), t)"})
     rnd("ks_r", T, E)
     rnd("ks_c", E, T)
-    op("va", "Reshape", {"T": E, "Tshape": "int64"}, {"shape": "tf_int_tensor(sv if r4 else [b, sv[1], hk, dv])"})
-    op(
-        "vt",
-        "Transpose",
-        {"T": E, "Tperm": "int32"},
-        {"perm": "as_tensor([0, 1, 2, 3] if r4 else [0, 2, 1, 3], 'int32')"},
-    )
-    op(
-        "vcat",
-        "ConcatV2",
-        {"T": E, "N": "2", "Tidx": "int32"},
-        {
-            "values_0": "None if port_fed(o, 'past_value') else as_tensor([], e).reshape([b, hk, 0, dv])",
-            "axis": "tf_scalar(2, 'int32')",
-        },
-    )
+    kv_heads("v", "sv", "dv", "past_value")
     op("vb", "Reshape", {"T": E, "Tshape": "int64"}, {"shape": "tf_int_tensor([b, hk, 1, l, dv])"})
     rnd("vc", E, T)
     # scores [B, Hq, S, L], rounded to the inputs' type after each step as the reference computes them

@@ -569,18 +569,22 @@ def onnx_dim_slice(op: Any) -> int | None:
     return -1 if start == -1 and end >= 2**62 else None
 
 
+def _int64_of(op: Any, shape: tuple[int, ...]) -> int | None:
+    """The int a constant op (ONNX ``Constant`` or ``Initializer``, torch ``prim::Constant``) holds as one int64
+    element of ``shape``; None for any other op or value."""
+    if op is None or op.type not in ("Constant", "Initializer", "prim::Constant"):
+        return None
+    value = onnx_constant_value(op.attrs) if op.type == "Constant" else op.attrs.get("value")
+    if value is None or not is_tensor(value) or tuple(value.shape) != shape:
+        return None  # (shape first: a weight of the model is not loaded to be told apart)
+    arr = as_array(value)
+    return int(arr.reshape(-1)[0]) if arr.dtype == np.int64 else None
+
+
 def onnx_int_literal(op: Any) -> int | None:
     """The int an ONNX constant of one int64 element holds (``Constant``, ``Initializer``, shape ``[1]``), or
     None for any other op or value."""
-    if op is None or op.type not in ("Constant", "Initializer"):
-        return None
-    value = onnx_constant_value(op.attrs) if op.type == "Constant" else op.attrs.get("value")
-    if value is None or not is_tensor(value):
-        return None
-    arr = as_array(value)
-    if arr.dtype != np.int64 or arr.shape != (1,):
-        return None
-    return int(arr[0])
+    return _int64_of(op, (1,)) if op is not None and op.type != "prim::Constant" else None
 
 
 def _size_element(op: Any) -> tuple[str, int] | None:
@@ -755,21 +759,11 @@ def onnx_size_element(op: Any, dtype_of: Callable[[Any], Any] = value_dtype) -> 
 
 def _scalar_int(op: Any) -> int | None:
     """The int a 0-d int64 ONNX constant (or an int ``prim::Constant``) holds, else None."""
-    if op is None:
-        return None
-    if op.type == "prim::Constant":
+    if op is not None and op.type == "prim::Constant":
         v = op.attrs.get("value")
         if isinstance(v, int) and not isinstance(v, bool):
             return v
-        value = v
-    elif op.type in ("Constant", "Initializer"):
-        value = onnx_constant_value(op.attrs) if op.type == "Constant" else op.attrs.get("value")
-    else:
-        return None
-    if value is None or not is_tensor(value):
-        return None
-    arr = as_array(value)
-    return int(arr.reshape(-1)[0]) if arr.dtype == np.int64 and arr.size == 1 and arr.ndim == 0 else None
+    return _int64_of(op, ())
 
 
 def elem_kind(value: Any) -> str:
