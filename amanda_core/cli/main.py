@@ -475,7 +475,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
             print(f"warning: {inferer.name} could not type the graph's values ({e}); converting without it",
                   file=sys.stderr)
         else:
-            inferred = f" ({n} value types inferred by {inferer.name})" if n else ""
+            inferred = f" ({n} value types filled in by {inferer.name})" if n else ""
     try:
         from ..plugin.passes import registered_passes
         from .explain_rule import tracing_rules

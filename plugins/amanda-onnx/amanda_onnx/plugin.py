@@ -78,6 +78,8 @@ _infer = lazy("amanda_onnx.infer:infer_types")
 
 @hookimpl
 def amanda_type_inferers() -> list[TypeInferer]:
-    """``onnx.shape_inference``: types the node outputs an ONNX graph leaves untyped (before conversions)."""
-    return [TypeInferer(name="onnx.shape_inference", namespace=FAMILY, infer=_infer,
-                        description="value types of ONNX graphs from onnx's shape inference")]
+    """``onnx-types``: types the values an ONNX graph leaves untyped (before conversions): initializers from
+    their tensors, node outputs from onnx's shape inference (not run when the graph states them all)."""
+    return [TypeInferer(name="onnx-types", namespace=FAMILY, infer=_infer,
+                        description="value types of ONNX graphs: initializers from their tensors, node outputs "
+                                    "from onnx.shape_inference")]

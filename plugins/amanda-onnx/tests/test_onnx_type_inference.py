@@ -43,7 +43,7 @@ def test_inference_types_the_intermediate_values_and_nothing_else():
 
 def test_the_registry_offers_the_onnx_inferer():
     inferer = registry().type_inferer_for("amanda/onnx/13")
-    assert inferer is not None and inferer.name == "onnx.shape_inference"
+    assert inferer is not None and inferer.name == "onnx-types"
     assert registry().type_inferer_for("amanda/tensorflow/2.21.0") is None
 
 
@@ -78,7 +78,7 @@ def test_cli_convert_infers_types_unless_told_not_to(tmp_path, capsys):
     onnx.save(untyped_model(), src)
     assert main(["convert", str(src), "--to", "amanda/onnx/9", "-o", str(out)]) == 0
     stdout = capsys.readouterr().out
-    assert "(4 value types inferred by onnx.shape_inference)" in stdout and out.exists()
+    assert "(4 value types filled in by onnx-types)" in stdout and out.exists()
     out.unlink()
     assert main(["convert", str(src), "--to", "amanda/onnx/9", "-o", str(out), "--no-infer-types"]) != 0
     err = capsys.readouterr().err
