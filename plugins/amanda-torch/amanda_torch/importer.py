@@ -253,6 +253,7 @@ def _from_specs(torch: Any, module: Any, specs: Sequence[Any], seed: int) -> tup
     kwargs: dict[str, Any] = {}
     dynamic: dict[str, Any] = {}
     dims: dict[str, Any] = {}
+    dim_sizes: dict[str, int] = {}  # one example size per symbolic dim, whichever inputs share it
     for spec in specs:
         name = str(spec.name)
         if params and name not in params and not accepts_any:
@@ -270,8 +271,11 @@ def _from_specs(torch: Any, module: Any, specs: Sequence[Any], seed: int) -> tup
                     raise AmandaError(f"--input {name}: symbolic dim {dim_name!r} is not a name")
                 if dim_name not in dims:
                     dims[dim_name] = torch.export.Dim(dim_name)
+                    # small, distinct sizes above 1 (torch specializes 0 and 1, and takes dims of equal example
+                    # sizes for one): 3, 4, 5 ...
+                    dim_sizes[dim_name] = 2 + len(dims)
                 spec_dims[i] = dims[dim_name]
-                sizes.append(2 + (len(dims) % 3))  # small, distinct sizes, above 1 (torch specializes 0 and 1)
+                sizes.append(dim_sizes[dim_name])
             else:
                 if int(d) < 0:
                     raise AmandaError(f"--input {name}: dim {i} is negative ({d})")

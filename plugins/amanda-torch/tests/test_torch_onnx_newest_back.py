@@ -74,3 +74,57 @@ def test_check_a_model_in_code_against_a_file_without_input_specs(tmp_path, monk
     assert main(["check", "net.onnx", "checkmodels:make", "--dim", "batch=3"]) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     assert "float32[3, 3, 16, 16]" in out and "same outputs (onnxruntime / torch" in out
+
+
+BERT = '''
+import sys
+sys.path.insert(0, {tests!r})
+import models
+
+
+def bert():
+    return models.bert()[0]
+'''
+
+
+def test_bert_with_its_mask_at_any_batch_and_length(tmp_path, monkeypatch, capsys) -> None:
+    """Both of BERT's inputs share the symbolic batch and length of ``--input`` (one example size each, so
+    torch.export takes them for one); the padding mask, which transformers index with aranges of the run-time
+    batch and length, becomes a GatherND, and the ONNX file comes back as a ``.pt2`` (the sizes GatherElements
+    wraps its indices by are numbers where the type states them, so torch.export has no constant left unread)
+    that runs at other sizes as the model does."""
+    import os
+
+    import numpy as np
+    import onnxruntime as ort
+    from amanda_core.cli.main import main
+
+    tests = os.path.dirname(__file__)
+    (tmp_path / "bertmodels.py").write_text(BERT.format(tests=tests))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("bertmodels", None)
+    onnx_file, pt2 = tmp_path / "bert.onnx", tmp_path / "bert.pt2"
+    specs = ["--input", "input_ids:int64[batch,seq]", "--input", "attention_mask:int64[batch,seq]"]
+    assert main(["convert", "bertmodels:bert", *specs, "--to", "amanda/onnx", "-o", str(onnx_file)]) == 0, \
+        capsys.readouterr().err
+    model = onnx.load(str(onnx_file))
+    assert "GatherND" in {n.op_type for n in model.graph.node}
+    assert [d.dim_param for d in model.graph.input[1].type.tensor_type.shape.dim] == ["batch", "seq"]
+    capsys.readouterr()
+    assert main(["convert", str(onnx_file), "--to", "amanda/pytorch", "-o", str(pt2)]) == 0, \
+        capsys.readouterr().err
+    program = torch.export.load(str(pt2)).module()
+    session = ort.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"])
+    sys.path.insert(0, tests)
+    import models
+
+    for batch, seq in ((1, 5), (3, 21)):
+        module, (ids, mask) = models.bert(batch=batch, seq=seq)
+        with torch.no_grad():
+            want = [t.numpy() for t in module(input_ids=ids, attention_mask=mask).to_tuple()]
+            got = [t.detach().numpy() for t in program(ids, mask)]
+        onnx_out = session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})
+        for w, g, o in zip(want, got, onnx_out):
+            scale = float(np.abs(w).max())
+            assert float(np.abs(g - w).max()) <= 1e-4 * max(scale, 1.0)
+            assert float(np.abs(o - w).max()) <= 1e-4 * max(scale, 1.0)

@@ -138,7 +138,7 @@ class RunTimeSizes(torch.nn.Module):
         return z + z[:, :1, :].expand(b, n, -1), torch.arange(n)
 
 
-@pytest.mark.parametrize("make", ["sizes", "bert", "vit", "bert_length"])
+@pytest.mark.parametrize("make", ["sizes", "bert", "vit", "bert_length", "bert_mask"])
 def test_sizes_known_at_run_time(make: str) -> None:
     """With a dynamic batch (and length), a size read from the input becomes a Shape, the size lists a Concat of
     one-element tensors, and the model runs in onnxruntime at other sizes as torch does."""
@@ -152,6 +152,11 @@ def test_sizes_known_at_run_time(make: str) -> None:
         args = args[:1]
         dyn = {"input_ids": {0: torch.export.Dim("batch"), 1: torch.export.Dim("seq")}}
         others = [models.bert(batch=n, seq=t)[1][:1] for n, t in ((1, 5), (3, 21))]
+    elif make == "bert_mask":  # the attention mask given, padded: transformers index it with aranges of the
+        module, args = models.bert()  # batch and the length (aten::index.Tensor on run-time indices)
+        batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq")
+        dyn = {"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq}}
+        others = [models.bert(batch=n, seq=t)[1] for n, t in ((1, 5), (3, 21))]
     else:
         module, args = getattr(models, make)()
         args = args[:1]  # (BERT without its attention mask: the model makes one of ones)
@@ -174,10 +179,9 @@ def test_sizes_known_at_run_time(make: str) -> None:
                              passes=registered_passes()).graph)
     code = back.code
     assert "sym_size" in code and "_shape_as_tensor" not in code
-    if make == "bert_length":  # torch.export of this module fails inside torch (lift_constants_pass, an unused
-        for other in others:   # constant): the module itself runs at every size
-            assert_close([o.detach().numpy() for o in back(*other)], eager(module, other))
-        return
+    if make.startswith("bert_"):  # BERT's 64 positions bound the length (torch.export asks it be said)
+        seq = torch.export.Dim("seq", max=64)
+        dyn = {k: {i: seq if d.__name__ == "seq" else d for i, d in v.items()} for k, v in dyn.items()}
     program = torch.export.export(back, args, dynamic_shapes=[spec for spec in dyn.values()])
     for other in others:
         assert_close([o.detach().numpy() for o in program.module()(*other)], eager(module, other))
@@ -338,3 +342,28 @@ def test_dropout_is_identity_at_inference() -> None:
     net = torch.nn.Sequential(torch.nn.Dropout(0.5), torch.nn.ReLU()).eval()
     model = check(net, (_x(2, 3),))
     assert op_types(model) == ["Relu"]
+
+
+class IndexByTensors(torch.nn.Module):
+    """x[i] or x[i, j] with index tensors given at run time (negative ones too), broadcast against each other."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__()
+        self.count = count
+
+    def forward(self, x: torch.Tensor, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
+        return x[i] * 2 if self.count == 1 else x[i, j] * 2
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_index_by_run_time_tensors(count: int) -> None:
+    module = IndexByTensors(count).eval()
+    x = torch.randn(5, 6, 3)
+    i = torch.tensor([[0], [-1], [3]])  # [3, 1] against j's [4]: x[i, j] is [3, 4, 3]
+    j = torch.tensor([5, -6, 2, 0])
+    model = to_onnx(module, (x, i, j))
+    ops = {n.op_type for n in model.graph.node}
+    assert ("Gather" if count == 1 else "GatherND") in ops
+    assert_close(run_onnx(model, (x, i, j)), eager(module, (x, i, j)))
+    other = (torch.randn(5, 6, 3), torch.tensor([[4], [-5], [1]]), torch.tensor([-1, 3, 1, 0]))
+    assert_close(run_onnx(model, other), eager(module, other))
