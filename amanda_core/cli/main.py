@@ -846,12 +846,26 @@ def _check_files(args: argparse.Namespace, reference: str, candidate: str, *, in
     the command just wrote (a Python module file is then run as the model it defines)."""
     from ..check import compare_graphs, read_input_data
 
+    from ..io import is_factory_reference
+
     dims = _dims(args.dim)
     data = read_input_data(args.input_data or ())
     signature = getattr(args, "signature", None)
+    cand_first = None
+    if not inputs and is_factory_reference(reference) and not os.path.exists(reference) \
+            and os.path.exists(candidate):
+        # a model defined in code is traced on inputs like the file's (made as the check makes them), each in the
+        # layout the reference reads when the file records another
+        from ..check import runner_for
+        from ..ir.layout import io_layouts
+        from ..plugin.types import InputSpec
+
+        cand_first = load_model(candidate, outputs=outputs, lenient=True, signature=signature)
+        made = runner_for(cand_first, f"candidate {candidate}").example_inputs(cand_first, args.seed, dict(dims))
+        perms = io_layouts(cand_first)[0]
+        inputs = [InputSpec(n, str(v.dtype), _unpermuted(tuple(v.shape), perms.get(n))) for n, v in made.items()]
     ref = load_model(reference, inputs=inputs, outputs=outputs, lenient=True, signature=signature)
     cand_specs = _permuted_specs(inputs, candidate_layouts) if candidate_layouts else inputs
-    from ..io import is_factory_reference
 
     source: Any = candidate
     code = is_factory_reference(candidate) and not os.path.exists(candidate)
@@ -869,7 +883,8 @@ def _check_files(args: argparse.Namespace, reference: str, candidate: str, *, in
         made = runner_for(ref, f"reference {reference}").example_inputs(ref, args.seed, dict(dims))
         cand_specs = [InputSpec(n, str(v.dtype), tuple(v.shape)) for n, v in made.items()]
     try:
-        cand = load_model(source, inputs=cand_specs, outputs=outputs, lenient=True, signature=signature)
+        cand = cand_first if cand_first is not None else \
+            load_model(source, inputs=cand_specs, outputs=outputs, lenient=True, signature=signature)
     except AmandaError:
         if not inputs or candidate_layouts is not None or not os.path.exists(candidate):
             raise
@@ -889,6 +904,16 @@ def _check_files(args: argparse.Namespace, reference: str, candidate: str, *, in
         for line in report.lines():
             print(line)
     return EXIT_OK if report.ok else EXIT_INVALID
+
+
+def _unpermuted(shape: tuple[Any, ...], perm: Any) -> tuple[Any, ...]:
+    """The shape a value had before it was transposed by ``perm`` to ``shape`` (``shape`` itself without one)."""
+    if perm is None or len(perm) != len(shape):
+        return shape
+    out: list[Any] = [None] * len(shape)
+    for i, p in enumerate(perm):
+        out[p] = shape[i]
+    return tuple(out)
 
 
 def _permuted_specs(specs: Any, layouts: Any) -> Any:

@@ -111,6 +111,11 @@ def test_channels_last_inputs_and_outputs_of_a_torch_cnn_leave_no_transpose_and_
     assert report["match"] and report["inputs"] == {"x": [3, 3, 12, 12]}
     assert any("transposed by 0,2,3,1" in note for note in report["layouts"])
     assert report["outputs"][0]["shape"] == [3, 8, 12, 12]
+    # without --input: the code is traced on inputs like the SavedModel's, in the layout the code reads
+    r = amanda("check", "cross_models:torch_feature_cnn", str(out), "--dim", "batch=3", "--json")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    report = json.loads(r.stdout)
+    assert report["match"] and report["inputs"] == {"x": [3, 3, 12, 12]}
     r = amanda("inspect", str(out), "--json")
     assert r.returncode == 0, r.stderr[-2000:]
     record = json.loads(r.stdout)["provenance"]

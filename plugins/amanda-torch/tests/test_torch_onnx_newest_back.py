@@ -51,6 +51,10 @@ def test_newest_opset_and_back_with_a_dynamic_batch(tmp_path, monkeypatch, capsy
     assert {"Gelu", "LayerNormalization", "Gemm"} <= {n.op_type for n in model.graph.node}
     assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
     capsys.readouterr()
+    # the code against the file it became, no --input: the code is traced on inputs like the file's
+    assert main(["check", "backmodels:make", str(onnx_file), "--dim", "batch=2"]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "x: float32[2, 3, 16, 16]" in out and "same outputs (torch / onnxruntime" in out
     assert main(["convert", str(onnx_file), "--to", "amanda/pytorch", "-o", str(py_file), "--check"]) == 0, \
         capsys.readouterr().err
     out = capsys.readouterr().out
