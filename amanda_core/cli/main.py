@@ -845,7 +845,6 @@ def _check_files(args: argparse.Namespace, reference: str, candidate: str, *, in
     input permutations, when the caller knows them before loading it).  ``written``: the candidate is the file
     the command just wrote (a Python module file is then run as the model it defines)."""
     from ..check import compare_graphs, read_input_data
-
     from ..io import is_factory_reference
 
     dims = _dims(args.dim)

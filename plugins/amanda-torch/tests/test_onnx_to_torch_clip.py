@@ -97,10 +97,9 @@ def test_run_time_bound_stays_a_tensor() -> None:
 
 def test_bound_of_two_elements_is_not_read_as_a_number() -> None:
     # ONNX wants scalar bounds; a bound of two elements is no number, so the literal rule leaves it alone
+    import amanda_onnx
     from amanda_core.mapping import convert, registered_tables
     from amanda_core.plugin import registry
-
-    import amanda_onnx
 
     model = _model(np.float32, np.array([0, 1], np.float32), np.float32(6))
     graph = amanda_onnx.load_model(model)

@@ -101,6 +101,7 @@ def test_bert_with_its_mask_at_any_batch_and_length(tmp_path, monkeypatch, capsy
 
     import numpy as np
     import onnxruntime as ort
+
     from amanda_core.cli.main import main
 
     tests = os.path.dirname(__file__)
