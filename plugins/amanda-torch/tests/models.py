@@ -209,3 +209,18 @@ FACTORIES: dict[str, Callable[..., Example]] = {
 
 TRANSFORMERS_MODELS = ("resnet", "mobilenet_v2", "vit", "bert")
 """The section-5 models built from transformers' code."""
+
+
+def onnx_module(model: Any) -> Any:
+    """An ONNX model (a ``ModelProto`` or a file) as the ``GraphModule`` ``amanda convert --to amanda/pytorch``
+    makes of it: value types filled in, the registered tables and passes."""
+    import amanda_onnx
+    from amanda_core.mapping import convert, registered_tables
+    from amanda_core.plugin import registry
+    from amanda_core.plugin.passes import registered_passes
+    from amanda_torch.module import to_module
+
+    graph = amanda_onnx.load_model(model)
+    amanda_onnx.infer_types(graph)
+    return to_module(convert(graph, "amanda/pytorch", registered_tables(), registry().namespaces,
+                             passes=registered_passes()).graph)

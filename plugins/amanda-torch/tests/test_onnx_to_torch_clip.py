@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
+import models  # noqa: E402 - the shared factories beside this file
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 _ELEM = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16, np.int32: TensorProto.INT32,
@@ -39,17 +40,7 @@ def _model(elem: Any, lo: Any, hi: Any, *, runtime_hi: bool = False) -> Any:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def _module(model: Any) -> Any:
-    import amanda_onnx
-    from amanda_core.mapping import convert, registered_tables
-    from amanda_core.plugin import registry
-    from amanda_core.plugin.passes import registered_passes
-    from amanda_torch.module import to_module
-
-    graph = amanda_onnx.load_model(model)
-    amanda_onnx.infer_types(graph)
-    return to_module(convert(graph, "amanda/pytorch", registered_tables(), registry().namespaces,
-                             passes=registered_passes()).graph)
+_module = models.onnx_module
 
 
 def _calls(module: Any) -> list[Any]:

@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
+import models  # noqa: E402 - the shared factories beside this file
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 
@@ -48,17 +49,7 @@ def _model(tail: list[int], *, allowzero: int = 0, shape_also_added: bool = Fals
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
 
 
-def _module(model: Any) -> Any:
-    import amanda_onnx
-    from amanda_core.mapping import convert, registered_tables
-    from amanda_core.plugin import registry
-    from amanda_core.plugin.passes import registered_passes
-    from amanda_torch.module import to_module
-
-    graph = amanda_onnx.load_model(model)
-    amanda_onnx.infer_types(graph)
-    return to_module(convert(graph, "amanda/pytorch", registered_tables(), registry().namespaces,
-                             passes=registered_passes()).graph)
+_module = models.onnx_module
 
 
 def _same_as_onnxruntime(model: Any, module: Any, batches: tuple[int, ...] = (1, 3)) -> None:
