@@ -222,6 +222,17 @@ def _options(where: str, what: str, imp: Importer | None, inputs: Sequence[Input
     return options
 
 
+def require_source(path: str) -> None:
+    """Raise the error :func:`load_model` gives for ``path`` when it names neither a file or folder that exists
+    nor ``pkg.module:factory``."""
+    if os.path.exists(path) or _FACTORY.match(path):
+        return
+    parent = os.path.dirname(path.rstrip("/" + os.sep))
+    if parent and not os.path.isdir(parent):
+        raise AmandaError(f"{path}: no such file (the folder {parent} does not exist)")
+    raise AmandaError(f"{path}: no such file or folder")
+
+
 def load_model(source: Any, *, inputs: Sequence[InputSpec] | None = None, outputs: Sequence[str] | None = None,
                warnings: list[str] | None = None, lenient: bool = False, signature: str | None = None) -> Graph:
     """Read a graph from a YAML file, a model file or folder a plugin imports, ``pkg.module:factory``, or a live
@@ -235,13 +246,9 @@ def load_model(source: Any, *, inputs: Sequence[InputSpec] | None = None, output
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if not os.path.exists(path):
-            if _FACTORY.match(path):
-                _options(path, "programs defined in code", None, None, None, lenient, signature)
-                return _load_factory(path, inputs, outputs, lenient)
-            parent = os.path.dirname(path.rstrip("/" + os.sep))
-            if parent and not os.path.isdir(parent):
-                raise AmandaError(f"{path}: no such file (the folder {parent} does not exist)")
-            raise AmandaError(f"{path}: no such file or folder")
+            require_source(path)
+            _options(path, "programs defined in code", None, None, None, lenient, signature)
+            return _load_factory(path, inputs, outputs, lenient)
         if path.lower().endswith(YAML_EXTENSIONS) and not os.path.isdir(path):
             _options(path, "YAML graphs", None, inputs, outputs, lenient, signature)
             from .serialization.graph_yaml import load_graph

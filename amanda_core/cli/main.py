@@ -845,8 +845,10 @@ def _check_files(args: argparse.Namespace, reference: str, candidate: str, *, in
     input permutations, when the caller knows them before loading it).  ``written``: the candidate is the file
     the command just wrote (a Python module file is then run as the model it defines)."""
     from ..check import compare_graphs, read_input_data
-    from ..io import is_factory_reference
+    from ..io import is_factory_reference, require_source
 
+    for source in (reference, candidate):
+        require_source(source)  # a missing file is named before the other model is made
     dims = _dims(args.dim)
     data = read_input_data(args.input_data or ())
     signature = getattr(args, "signature", None)

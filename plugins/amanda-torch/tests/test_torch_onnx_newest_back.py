@@ -133,3 +133,16 @@ def test_bert_with_its_mask_at_any_batch_and_length(tmp_path, monkeypatch, capsy
             scale = float(np.abs(w).max())
             assert float(np.abs(g - w).max()) <= 1e-4 * max(scale, 1.0)
             assert float(np.abs(o - w).max()) <= 1e-4 * max(scale, 1.0)
+
+
+def test_check_of_code_against_a_missing_file_names_the_file(tmp_path, monkeypatch, capsys) -> None:
+    from amanda_core.cli.main import main
+
+    (tmp_path / "backmodels.py").write_text(MODELS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    sys.modules.pop("backmodels", None)
+    for args in (["backmodels:make", "missing.onnx"], ["missing.onnx", "backmodels:make"]):
+        assert main(["check", *args]) != 0
+        err = capsys.readouterr().err
+        assert "missing.onnx: no such file or folder" in err and "example inputs" not in err
