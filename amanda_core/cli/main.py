@@ -847,8 +847,8 @@ def _check_files(args: argparse.Namespace, reference: str, candidate: str, *, in
     from ..check import compare_graphs, read_input_data
     from ..io import is_factory_reference, require_source
 
-    for source in (reference, candidate):
-        require_source(source)  # a missing file is named before the other model is made
+    for named in (reference, candidate):
+        require_source(named)  # a missing file is named before the other model is made
     dims = _dims(args.dim)
     data = read_input_data(args.input_data or ())
     signature = getattr(args, "signature", None)
