@@ -853,10 +853,14 @@ def _check_files(args: argparse.Namespace, reference: str, candidate: str, *, in
     data = read_input_data(args.input_data or ())
     signature = getattr(args, "signature", None)
     cand_first = None
-    if not inputs and is_factory_reference(reference) and not os.path.exists(reference) \
-            and os.path.exists(candidate):
-        # a model defined in code is traced on inputs like the file's (made as the check makes them), each in the
-        # layout the reference reads when the file records another
+    try:
+        ref = load_model(reference, inputs=inputs, outputs=outputs, lenient=True, signature=signature)
+    except AmandaError:
+        if inputs or not is_factory_reference(reference) or os.path.exists(reference) \
+                or not os.path.exists(candidate):
+            raise
+        # a model defined in code that gives no example inputs of its own is traced on inputs like the file's
+        # (made as the check makes them), each in the layout the code reads when the file records another
         from ..check import runner_for
         from ..ir.layout import io_layouts
         from ..plugin.types import InputSpec
@@ -865,7 +869,7 @@ def _check_files(args: argparse.Namespace, reference: str, candidate: str, *, in
         made = runner_for(cand_first, f"candidate {candidate}").example_inputs(cand_first, args.seed, dict(dims))
         perms = io_layouts(cand_first)[0]
         inputs = [InputSpec(n, str(v.dtype), _unpermuted(tuple(v.shape), perms.get(n))) for n, v in made.items()]
-    ref = load_model(reference, inputs=inputs, outputs=outputs, lenient=True, signature=signature)
+        ref = load_model(reference, inputs=inputs, outputs=outputs, lenient=True, signature=signature)
     cand_specs = _permuted_specs(inputs, candidate_layouts) if candidate_layouts else inputs
 
     source: Any = candidate
