@@ -351,8 +351,29 @@ class _Lowering:
             raise AmandaError(f"op {op.path!r}: {t} cannot be exported to a torch module")
         elif t == UNCONVERTED:
             self.unconverted(op)
+        elif t == "aten::sym_size.int" and self.constant_size(op):
+            pass
         else:
             self.call(op)
+
+    def constant_size(self, op: Op) -> bool:
+        """``aten::sym_size.int`` of a tensor a ``prim::Constant`` holds, at a literal dim: its value is the number
+        (a size read at run time would leave torch.export a read of the constant that nothing uses, which its
+        ``lift_constants_pass`` cannot take).  False, and nothing done, for any other."""
+        ports = list(op.input_ports)
+        if len(ports) != 2 or any(p.source is None or p.source.op is None for p in ports):
+            return False
+        held, dim = (p.source.op for p in ports)  # type: ignore[union-attr]
+        if held.type != "prim::Constant" or dim.type != "prim::Constant":
+            return False
+        value, d = held.attrs.get("value"), dim.attrs.get("value")
+        shape = getattr(value, "shape", None)
+        if not isinstance(d, int) or isinstance(d, bool) or shape is None or not -len(shape) <= d < len(shape):
+            return False
+        size = _Literal(int(shape[d]))
+        for q in op.output_ports:
+            self.values[q] = size
+        return True
 
     def unconverted(self, op: Op) -> None:
         """An op a partial conversion kept (:mod:`amanda_torch.foreign`): a call that raises, naming it."""
