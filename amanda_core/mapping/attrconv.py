@@ -55,6 +55,8 @@ __all__ = [
     "onnx_constant_value",
     "onnx_dim_slice",
     "onnx_int_literal",
+    "onnx_size_expr",
+    "torch_size_arith",
     "onnx_size_list",
     "onnx_size_range",
     "onnx_size_element",
@@ -585,6 +587,73 @@ def onnx_int_literal(op: Any) -> int | None:
     """The int an ONNX constant of one int64 element holds (``Constant``, ``Initializer``, shape ``[1]``), or
     None for any other op or value."""
     return _int64_of(op, (1,)) if op is not None and op.type != "prim::Constant" else None
+
+
+_SIZE_ARITH = {"Add", "Sub", "Mul", "Div"}
+
+
+def onnx_size_expr(op: Any, depth: int = 32) -> str | None:
+    """Whether ``op`` makes a one-element size known at run time, and its sign: ``nonneg`` for a one-dimension
+    Shape slice, a literal >= 0, and Add, Mul or Div of such (what ``x.shape[0] * 4`` becomes), ``any`` for a
+    negative literal or a Sub; None for anything else (or a chain deeper than ``depth``).  The arithmetic must be
+    on int64 (the one-element int64 tensors sizes are here)."""
+    if op is None or depth <= 0:
+        return None
+    if onnx_dim_slice(op) is not None:
+        return "nonneg"
+    v = onnx_int_literal(op)
+    if v is not None:
+        return "nonneg" if v >= 0 else "any"
+    if op.type not in _SIZE_ARITH or len(op.inputs) != 2 or len(op.outputs) != 1:
+        return None
+    dtype = op.outputs[0].dtype_text
+    if dtype is None or not dtype.startswith("tensor(int64)"):
+        return None
+    signs = [onnx_size_expr(p.producer, depth - 1) for p in op.inputs]
+    if None in signs:
+        return None
+    return "nonneg" if op.type != "Sub" and signs == ["nonneg", "nonneg"] else "any"
+
+
+_TORCH_SIZE_ARITH = ("aten::add.int", "aten::sub.int", "aten::mul.int", "aten::floordiv.int")
+
+
+def torch_size_arith(op: Any) -> tuple[str, str] | None:
+    """For a torch int op (``aten::add.int``, ``sub``, ``mul``, ``floordiv``) on sizes known at run time, what
+    each operand is: ``size`` (a value :func:`onnx_size_expr` accepts: a Shape slice, or such arithmetic already
+    made ONNX) or ``literal`` (an int ``prim::Constant``); None when the op is no such arithmetic: an operand
+    of another kind, two literals, a reader that is neither a ``prim::ListConstruct`` nor more such arithmetic,
+    or a ``//`` whose result ONNX's truncating Div might not give (a dividend that may be negative) or whose
+    divisor is not a positive literal (torch raises ZeroDivisionError on a size of 0; ONNX's integer division by
+    zero is undefined)."""
+    if op is None or op.type not in _TORCH_SIZE_ARITH:
+        return None
+    readers = [r.op for r in op.outputs[0].consumers] if op.outputs else []
+    if any(r is None or (r.type != "prim::ListConstruct" and r.type not in _TORCH_SIZE_ARITH) for r in readers):
+        return None  # (none at all: torch.export leaves arithmetic it simplified away, read by nothing)
+    kinds: list[str] = []
+    signs: list[str] = []
+    for name in ("a", "b"):
+        port = op.input_ports.get(name)
+        producer = port.producer if port is not None else None
+        if producer is not None and producer.type == "prim::Constant":
+            v = producer.attrs.get("value")
+            if not isinstance(v, int) or isinstance(v, bool) or not -2**63 <= v < 2**63:
+                return None
+            kinds.append("literal")
+            signs.append("pos" if v > 0 else "nonneg" if v == 0 else "any")
+            continue
+        sign = onnx_size_expr(producer)
+        if sign is None:
+            return None
+        kinds.append("size")
+        signs.append(sign)
+    if kinds == ["literal", "literal"]:
+        return None
+    if op.type == "aten::floordiv.int":
+        if signs[0] not in ("pos", "nonneg") or signs[1] != "pos":
+            return None
+    return kinds[0], kinds[1]
 
 
 def _size_element(op: Any) -> tuple[str, int] | None:

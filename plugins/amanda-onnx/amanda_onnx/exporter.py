@@ -89,6 +89,23 @@ class _Scope:
         return name in self.producers or self.outer_has(name)
 
 
+RUNTIME_TAKEN_NAMES = frozenset({"squeeze_axes"})
+"""Initializer names onnxruntime's graph optimizers give tensors they add without looking for one of that name
+already (1.32's GatherSliceToSplitFusion adds ``squeeze_axes`` when it turns Gathers of one tensor into a Split,
+and the session then fails to load: "Attempt to replace the existing tensor").  In a graph made from another
+framework (a torch ``squeeze`` op's ``axes``) such a constant is written under another name; the names of a graph
+read from an ONNX file are kept, as every name of it is."""
+
+
+def _free_name(op: Op, scope: _Scope) -> str:
+    """``<op name>_<k>`` for the first k that no value of the scope and no op of the graph has."""
+    ops = op.graph.ops if op.graph is not None else {}
+    k = 1
+    while scope.taken_anywhere(f"{op.name}_{k}") or f"{op.name}_{k}" in ops:
+        k += 1
+    return f"{op.name}_{k}"
+
+
 def _op_path(op: Op, scope: _Scope) -> str:
     return f"{scope.where}/{op.name}" if scope.where else op.name
 
@@ -108,6 +125,9 @@ class _Exporter:
         self.embedded = 0
         self.plans: dict[tuple[str, str], tuple[Plan, str, int | None]] = {}
         self.types: dict[str, Any] = {}
+        # a graph read from an ONNX file (its ir_version recorded) keeps every name; one made from another
+        # framework avoids the names in RUNTIME_TAKEN_NAMES
+        self.read_from_onnx = "ir_version" in graph.attrs
 
     # -- model
     def model(self) -> Any:
@@ -356,7 +376,12 @@ class _Exporter:
         if inits is None:
             raise GraphError(f"op {_op_path(op, scope)!r} ({t}): a function cannot hold initializers")
         meta = op.meta
-        name = meta["name"] if "name" in meta else op.name
+        if "name" in meta:
+            name = meta["name"]
+        elif op.name in RUNTIME_TAKEN_NAMES and not self.read_from_onnx:
+            name = _free_name(op, scope)
+        else:
+            name = op.name
         scope.names[q] = name or ""
         if name:
             old = scope.producers.get(name)

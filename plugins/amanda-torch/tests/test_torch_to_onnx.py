@@ -187,6 +187,94 @@ def test_sizes_known_at_run_time(make: str) -> None:
         assert_close([o.detach().numpy() for o in program.module()(*other)], eager(module, other))
 
 
+class SizeArithmetic(torch.nn.Module):
+    """Sizes computed from sizes read at run time, in a view, a reshape and expands: b * 2, (b + 3) // 4,
+    2 * b - 1 (torch.export keeps what it cannot simplify, and some arithmetic nothing reads)."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        b = x.shape[0]
+        y = x.reshape(b * 2, -1)
+        z = x.view(b + 1 - 1, 4, 4).view((b * 8) // 4, 8)
+        return y, z, x[:1].expand((b + 3) // 4, 16), x[:1].expand(2 * b - 1, -1)
+
+
+class HeadsLayer(torch.nn.Module):
+    """PyTorch's own transformer encoder layer: its attention views its input as (length, batch * heads, dim)
+    and unflattens the in-projection by (3, width) beside the run-time batch, then takes q, k, v by Gathers of
+    one tensor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.layer = torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer(x)
+
+
+@pytest.mark.parametrize("make", ["arith", "encoder_layer"])
+def test_arithmetic_on_run_time_sizes(make: str) -> None:
+    """``x.shape[0] * 2`` and kin (aten::mul.int, add, sub, floordiv on sizes) become the same arithmetic on
+    one-element int64 tensors inside the size list, so a view over the batch times the heads converts with a
+    dynamic batch and runs in onnxruntime at other batches; nn.TransformerEncoderLayer converts so and loads
+    in onnxruntime (its squeeze's axes are written under a name onnxruntime's Gather-to-Split fusion does not
+    take for its own)."""
+    batch = torch.export.Dim("batch", min=1, max=64)
+    if make == "arith":
+        module: Any = SizeArithmetic().eval()
+        args: tuple[Any, ...] = (torch.randn(2, 16),)
+        others = [(torch.randn(1, 16),), (torch.randn(5, 16),)]
+    else:
+        module = HeadsLayer().eval()
+        args = (torch.randn(2, 5, 16),)
+        others = [(torch.randn(1, 5, 16),), (torch.randn(3, 5, 16),)]
+    model = to_onnx(module, args, dynamic_shapes={"x": {0: batch}})
+    ops = [n.op_type for n in model.graph.node]
+    assert "Shape" in ops and "Mul" in ops
+    if make == "arith":
+        assert {"Add", "Sub", "Div"} <= set(ops)
+    for other in others:
+        assert_close(run_onnx(model, other), eager(module, other))
+
+
+class Floors(torch.nn.Module):
+    """A // that ONNX's truncating Div would get wrong (a dividend that may be negative), and a // by a size
+    (zero at run time is torch's ZeroDivisionError, undefined in ONNX): neither converts."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.how = how
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b = x.shape[0]
+        if self.how == "negative":
+            return x[:1].expand((17 - b) // 2, -1)
+        return x[:1].expand(16 // b, -1)
+
+
+@pytest.mark.parametrize("how", ["negative", "by_size"])
+def test_floor_division_of_sizes_only_where_onnx_gives_the_same(how: str) -> None:
+    from amanda_torch.importer import load_model
+
+    batch = torch.export.Dim("batch", min=2, max=8)
+    graph = load_model(Floors(how).eval(), example_inputs=(torch.randn(4, 16),), dynamic_shapes={"x": {0: batch}})
+    with pytest.raises(ConversionError) as e:
+        convert(graph, "amanda/onnx/18", registered_tables(), registry().namespaces)
+    assert "aten::floordiv.int" in str(e.value)
+
+
+def test_unflatten_beside_a_run_time_size() -> None:
+    class Split(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return x.unflatten(-1, (3, -1)), x.unflatten(1, (2, 6)).sum(-1)
+
+    module = Split().eval()
+    model = to_onnx(module, (torch.randn(2, 12),), dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
+    for n in (1, 4):
+        x = torch.randn(n, 12)
+        assert_close(run_onnx(model, (x,)), eager(module, (x,)))
+
+
 def test_an_op_without_rule_is_reported_by_name_and_count(tmp_path: Any) -> None:
     class Odd(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
