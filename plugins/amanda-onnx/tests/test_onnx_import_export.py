@@ -605,3 +605,28 @@ def test_importer_and_exporter_are_registered_through_the_hooks(onnx_plugin_load
     assert not exp.handles_namespace("amanda/pytorch/2.13.0")
     out = exp.save(g, tmp_path / "x.onnx")
     assert same(out, m) and same(onnx.load(tmp_path / "x.onnx"), m)
+
+
+def test_a_name_onnxruntime_takes_for_itself_is_kept_from_a_file_and_avoided_otherwise():
+    """onnxruntime's Gather-to-Split fusion adds an initializer ``squeeze_axes`` without looking for one: a graph
+    made in code (from another framework) writes its constant of that name under another; a graph read from an
+    ONNX file keeps its names."""
+    model = model_of([helper.make_node("Squeeze", ["x", "squeeze_axes"], ["y"], name="squeeze")],
+                     [fvi("x", [1, 3])], [fvi("y", [3])],
+                     [numpy_helper.from_array(np.array([0], dtype=np.int64), "squeeze_axes")], opset=18)
+    read = amanda_onnx.load_model(model)
+    assert [i.name for i in amanda_onnx.to_model(read).graph.initializer] == ["squeeze_axes"]
+
+    made = Graph(namespace=read.namespace)
+    made.add_input_port("x", "tensor(float)[1,3]")
+    axes = made.add_op("Initializer", "squeeze_axes", attrs={"value": np.array([0], dtype=np.int64)},
+                       outputs=["output"])
+    sq = made.add_op("Squeeze", "squeeze", inputs=["data", "axes"], outputs=["squeezed"])
+    made.connect(made.input_ports["x"], sq.input_ports["data"])
+    made.connect(axes.output_ports[0], sq.input_ports["axes"])
+    made.add_output_port("y", "tensor(float)[3]")
+    made.connect(sq.output_ports[0], made.output_ports["y"])
+    written = amanda_onnx.to_model(made)
+    onnx.checker.check_model(written)
+    assert [i.name for i in written.graph.initializer] == ["squeeze_axes_1"]
+    assert list(written.graph.node[0].input) == ["x", "squeeze_axes_1"]
