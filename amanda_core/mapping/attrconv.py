@@ -589,7 +589,46 @@ def onnx_int_literal(op: Any) -> int | None:
     return _int64_of(op, (1,)) if op is not None and op.type != "prim::Constant" else None
 
 
-_SIZE_ARITH = {"Add", "Sub", "Mul", "Div"}
+_SIZE_ARITH = ("Add", "Sub", "Mul", "Div")
+_TORCH_SIZE_ARITH = ("aten::add.int", "aten::sub.int", "aten::mul.int", "aten::floordiv.int")
+
+
+def _size_sign(op: Any, depth: int = 32) -> str | None:
+    """The sign of a size expression known at run time, in either direction's form: ``pos`` or ``nonneg`` for
+    a literal of that sign, ``nonneg`` for a one-dimension Shape slice (or ``aten::sym_size.int``) and for sums,
+    products and quotients of such, ``any`` for a negative literal or a difference; None when ``op`` is no such
+    expression: an ONNX op of another type or not over int64, a quotient whose truncating ONNX ``Div`` might
+    differ from torch's floor (a dividend that may be negative) or whose divisor is not a positive literal, or a
+    chain deeper than ``depth``."""
+    if op is None or depth <= 0:
+        return None
+    t = op.type
+    if t == "aten::sym_size.int" or onnx_dim_slice(op) is not None:
+        return "nonneg"
+    if t == "prim::Constant":
+        v = op.attrs.get("value")
+        if not isinstance(v, int) or isinstance(v, bool):
+            return None
+    else:
+        v = onnx_int_literal(op)
+    if v is not None:
+        return "pos" if v > 0 else "nonneg" if v == 0 else "any"
+    if t in _SIZE_ARITH:
+        dtype = op.outputs[0].dtype_text if len(op.outputs) == 1 else None
+        if dtype is None or not dtype.startswith("tensor(int64)"):
+            return None
+    elif t not in _TORCH_SIZE_ARITH:
+        return None
+    if len(op.inputs) != 2:
+        return None
+    a, b = (_size_sign(p.producer, depth - 1) for p in op.inputs)
+    if a is None or b is None:
+        return None
+    if t in ("Div", "aten::floordiv.int") and (a == "any" or b != "pos"):
+        return None
+    if t in ("Sub", "aten::sub.int") or "any" in (a, b):
+        return "any"
+    return "nonneg"
 
 
 def onnx_size_expr(op: Any, depth: int = 32) -> str | None:
@@ -597,25 +636,10 @@ def onnx_size_expr(op: Any, depth: int = 32) -> str | None:
     Shape slice, a literal >= 0, and Add, Mul or Div of such (what ``x.shape[0] * 4`` becomes), ``any`` for a
     negative literal or a Sub; None for anything else (or a chain deeper than ``depth``).  The arithmetic must be
     on int64 (the one-element int64 tensors sizes are here)."""
-    if op is None or depth <= 0:
+    if op is None or op.type.startswith(("aten::", "prim::")):
         return None
-    if onnx_dim_slice(op) is not None:
-        return "nonneg"
-    v = onnx_int_literal(op)
-    if v is not None:
-        return "nonneg" if v >= 0 else "any"
-    if op.type not in _SIZE_ARITH or len(op.inputs) != 2 or len(op.outputs) != 1:
-        return None
-    dtype = op.outputs[0].dtype_text
-    if dtype is None or not dtype.startswith("tensor(int64)"):
-        return None
-    signs = [onnx_size_expr(p.producer, depth - 1) for p in op.inputs]
-    if None in signs:
-        return None
-    return "nonneg" if op.type != "Sub" and signs == ["nonneg", "nonneg"] else "any"
-
-
-_TORCH_SIZE_ARITH = ("aten::add.int", "aten::sub.int", "aten::mul.int", "aten::floordiv.int")
+    sign = _size_sign(op, depth)
+    return "nonneg" if sign == "pos" else sign
 
 
 def torch_size_arith(op: Any) -> tuple[str, str] | None:
@@ -658,7 +682,9 @@ def torch_size_arith(op: Any) -> tuple[str, str] | None:
 
 def _size_element(op: Any) -> tuple[str, int] | None:
     """An element of a size list: ("dim", index) for a one-dimension Shape slice (or the ``aten::sym_size.int`` a
-    rule made of it), ("int", value) for a one-element int64 constant (or the int ``prim::Constant`` made of it)."""
+    rule made of it), ("int", value) for a one-element int64 constant (or the int ``prim::Constant`` made of it),
+    ("expr", 0) for arithmetic on such (:func:`_size_sign`; ONNX ``Mul`` ... or the ``aten::mul.int`` ... made
+    of it)."""
     if op is None:
         return None
     if op.type == "aten::sym_size.int":
@@ -670,7 +696,11 @@ def _size_element(op: Any) -> tuple[str, int] | None:
     if d is not None:
         return "dim", d
     v = onnx_int_literal(op)
-    return None if v is None else ("int", v)
+    if v is not None:
+        return "int", v
+    if op.type in _SIZE_ARITH or op.type in _TORCH_SIZE_ARITH:  # x.shape[0] * heads
+        return None if _size_sign(op) is None else ("expr", 0)
+    return None
 
 
 def _size_list_values(op: Any, dtype_of: Callable[[Any], Any] = value_dtype) -> list[int | None] | None:
@@ -693,16 +723,19 @@ def _size_list_values(op: Any, dtype_of: Callable[[Any], Any] = value_dtype) -> 
         if reader is None or r.name != "shape" or reader.type not in ("Reshape", "Expand"):
             return None
         values: list[int | None] = [e[1] if e is not None and e[0] == "int" else None for e in elements]
+        # a literal a rule already made a torch int holds torch's value (an Expand's -1, "keep"): checked when
+        # it was made, taken as it is (arithmetic on sizes is converted after the literals it reads)
+        done = [p.producer is not None and p.producer.type == "prim::Constant" for p in op.inputs]
         if reader.type == "Reshape":
-            if reader.attrs.get("allowzero") != 1 and 0 in values:
+            if reader.attrs.get("allowzero") != 1 and any(v == 0 and not d for v, d in zip(values, done)):
                 return None  # ONNX's 0 copies a size there
-        else:
+        elif any(v is not None and not d for v, d in zip(values, done)):
             shape = port_shape(reader.inputs[0], dtype_of)
             if shape is None or len(shape) > n:
                 return None
             for i, v in enumerate(values):
                 j = i - (n - len(shape))  # the input's axis this size meets, right-aligned
-                if v is None:
+                if v is None or done[i]:
                     continue
                 if v < 1:
                     return None
@@ -728,6 +761,12 @@ def onnx_size_int(op: Any, dtype_of: Callable[[Any], Any] = value_dtype) -> int 
     for q in op.outputs:
         for r in q.consumers:
             c = r.op
+            if c is not None and c.type in _SIZE_ARITH:
+                v = onnx_int_literal(op)  # an operand of arithmetic on sizes: its own value
+                if v is None:
+                    return None
+                found.add(v)
+                continue
             values = _size_list_values(c, dtype_of) if c is not None else None
             if values is None:
                 return None
@@ -792,12 +831,19 @@ def _sizes_together(op: Any, dtype_of: Callable[[Any], Any] = value_dtype) -> bo
             readers = [r.op for q in x.outputs for r in q.consumers]
             if not readers or any(r is None for r in readers):
                 return False
-            if x.type != "Shape" and any(r.type != "Concat" for r in readers):
+            if x.type != "Shape" and any(r.type != "Concat" and r.type not in _SIZE_ARITH for r in readers):
                 return False
             if x.type != "Shape" and (x.attrs.get("graph_input") or onnx_size_int(x, dtype_of) is None):
                 return False
             todo.extend(readers)
-        elif x.type not in ("aten::sym_size.int", "prim::Constant"):
+        elif x.type in _SIZE_ARITH:  # arithmetic on sizes, read by size lists or more of it (or by nothing:
+            readers = [r.op for q in x.outputs for r in q.consumers]  # torch.export leaves some it simplified)
+            if _size_sign(x) is None or any(
+                    r is None or (r.type != "Concat" and r.type not in _SIZE_ARITH) for r in readers):
+                return False
+            todo.extend(p.producer for p in x.inputs)
+            todo.extend(readers)
+        elif x.type not in ("aten::sym_size.int", "prim::Constant") and x.type not in _TORCH_SIZE_ARITH:
             return False
     return True
 
@@ -820,10 +866,11 @@ def onnx_size_range(op: Any, dtype_of: Callable[[Any], Any] = value_dtype) -> bo
 
 
 def onnx_size_element(op: Any, dtype_of: Callable[[Any], Any] = value_dtype) -> bool:
-    """An ONNX one-dimension ``Shape`` slice or one-element int64 constant read only by size lists and ranges
-    (:func:`onnx_size_list`, :func:`onnx_size_range`) that all meet their conditions."""
-    return op is not None and _size_element(op) is not None and op.type in ("Shape", "Constant", "Initializer") \
-        and _sizes_together(op, dtype_of)
+    """An ONNX one-dimension ``Shape`` slice, one-element int64 constant or arithmetic on such (``Mul`` ...,
+    :func:`_size_sign`) read only by size lists and ranges (:func:`onnx_size_list`, :func:`onnx_size_range`) and
+    such arithmetic, all of which meet their conditions."""
+    return op is not None and op.type in ("Shape", "Constant", "Initializer", *_SIZE_ARITH) \
+        and _size_element(op) is not None and _sizes_together(op, dtype_of)
 
 
 def _scalar_int(op: Any) -> int | None:

@@ -90,10 +90,20 @@ def _callee(call: Call) -> str:
     return f"torch.ops.{ns}.{name}.{overload or 'default'}"
 
 
+_SYMBOLS = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.floordiv: "//", operator.truediv: "/",
+            operator.mod: "%", operator.eq: "==", operator.ne: "!=", operator.lt: "<", operator.le: "<=",
+            operator.gt: ">", operator.ge: ">="}
+
+
 def _call_line(call: Call) -> str:
     if call.fn is operator.getitem:
         base, index = call.args
         return f"{call.ref.name} = {_literal(base)}[{_literal(index)}]"
+    if call.fn is operator.neg:  # number arithmetic (PY_OPERATORS): Python's own, as torch.export writes it
+        return f"{call.ref.name} = -{_literal(call.args[0])}"
+    symbol = _SYMBOLS.get(call.fn)
+    if symbol is not None:
+        return f"{call.ref.name} = {_literal(call.args[0])} {symbol} {_literal(call.args[1])}"
     parts = [_literal(a) for a in call.args] + [f"{k}={_literal(v)}" for k, v in call.kwargs.items()]
     return f"{call.ref.name} = {_callee(call)}({', '.join(parts)})"
 

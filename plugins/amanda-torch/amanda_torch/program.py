@@ -353,8 +353,27 @@ class _Lowering:
             self.unconverted(op)
         elif t == "aten::sym_size.int" and self.constant_size(op):
             pass
+        elif t in PY_OPERATORS and len(op.output_ports) == 1:
+            self.python_operator(op, PY_OPERATORS[t])
         else:
             self.call(op)
+
+    def python_operator(self, op: Op, fn: Any) -> None:
+        """Arithmetic and comparison of numbers (``aten::mul.int`` ...) as the Python operator torch.export writes
+        for them: called on a SymInt, ``torch.ops.aten.mul.int`` makes torch.export fix that size (a dynamic batch
+        times the heads would export only at the example's batch); ``operator.mul`` keeps it symbolic."""
+        names = ("self",) if fn is operator.neg else ("a", "b")
+        ports = op.input_ports
+        if len(ports) != len(names) or any(p.name not in names or p.source is None for p in ports):
+            self.call(op)  # not the plain form: the schema's own checks and messages
+            return
+        args = []
+        for name in names:
+            v = self.input_value(op, ports[name])
+            args.append(v if v.__class__ is Ref else _resolve_plain(v))
+        ref = Ref(self.names.make(op.name))
+        self.program.calls.append(Call(fn, op.type or "", tuple(args), {}, ref, op.path))
+        self.values[op.output_ports[0]] = ref
 
     def constant_size(self, op: Op) -> bool:
         """``aten::sym_size.int`` of a tensor a ``prim::Constant`` holds, at a literal dim: its value is the number
@@ -621,6 +640,21 @@ class _Lowering:
             self.program.calls.append(Call(operator.getitem, "getitem", (ref, ov.out_ports[q.name]), {}, item,
                                            op.path))
             self.values[q] = item
+
+
+PY_OPERATORS: dict[str, Any] = {
+    f"aten::{name}.{overload}": fn
+    for name, fn in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
+                     ("floordiv", operator.floordiv), ("div", operator.truediv), ("remainder", operator.mod),
+                     ("eq", operator.eq), ("ne", operator.ne), ("lt", operator.lt), ("le", operator.le),
+                     ("gt", operator.gt), ("ge", operator.ge))
+    for overload in ("int", "float", "int_float", "float_int")
+}
+"""The number ops the importer makes of Python arithmetic on sizes (torch.export's ``operator.mul`` ...), and
+the same ops from other sources (TorchScript, the ONNX size rules), lowered to those Python operators: each gives
+what its ATen overload gives (``div`` a float, ``remainder`` Python's modulo, ``floordiv`` the floor), and on a
+SymInt it keeps the size symbolic.  ``pow`` is not among them: ``aten::pow.int`` gives a float, Python's an int."""
+PY_OPERATORS["aten::neg.int"] = PY_OPERATORS["aten::neg.float"] = operator.neg
 
 
 _UNSUPPORTED_PRIM = {"prim::GetAttr", "prim::SetAttr", "prim::CallMethod", "prim::CallFunction",

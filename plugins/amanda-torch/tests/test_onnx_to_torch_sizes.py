@@ -58,6 +58,8 @@ def _same_as_onnxruntime(model: Any, module: Any, batches: tuple[int, ...] = (1,
         x = np.random.default_rng(n).standard_normal((n, 4, 6)).astype(np.float32)
         want = sess.run(None, {"x": x})
         got = module(torch.from_numpy(x))
+        if isinstance(got, torch.Tensor):
+            got = [got]
         for w, g in zip(want, got):
             np.testing.assert_array_equal(g.numpy(), w)
 
@@ -95,3 +97,58 @@ def test_a_literal_read_by_other_ops_too_is_copied_for_the_size_list() -> None:
     assert "sym_size" in module.code and "reshape.default(x, [" in module.code.replace("\n", "")
     _same_as_onnxruntime(model, module)
     torch.export.export(module, (torch.zeros(2, 4, 6),), dynamic_shapes=[{0: torch.export.Dim("batch", max=1024)}])
+
+
+def _arith_model(kind: str) -> Any:
+    """x: [batch, 4, 6] -> Reshape(x, Concat(size, ...)) where the size is arithmetic on Shape(x)[0:1]:
+    ``mul`` batch * 4 (-> [4 * batch, 6]), ``floordiv`` (batch * 24) / 6 (-> [4 * batch, 6]), ``negative``
+    (batch - 8) / 2 + 4 + batch ... a Div whose dividend may be negative (truncation is not torch's floor),
+    ``unflatten`` Reshape [0, 0, 2, 3] over [batch, 4, 6] (the leading sizes kept, the last split)."""
+    nodes = [] if kind == "unflatten" else [helper.make_node("Shape", ["x"], ["b"], start=0, end=1)]
+    inits = [_i64("four", [4]), _i64("six", [6]), _i64("twentyfour", [24]), _i64("eight", [8]), _i64("two", [2])]
+    if kind == "mul":
+        nodes += [helper.make_node("Mul", ["b", "four"], ["n"]),
+                  helper.make_node("Concat", ["n", "six"], ["size"], axis=0)]
+    elif kind == "floordiv":
+        nodes += [helper.make_node("Mul", ["b", "twentyfour"], ["m"]), helper.make_node("Div", ["m", "six"], ["n"]),
+                  helper.make_node("Concat", ["n", "six"], ["size"], axis=0)]
+    elif kind == "negative":  # (batch - 8) / 2 * 0 + 4 * batch: 4 * batch, through a quotient of a difference
+        inits.append(_i64("zero1", [0]))
+        nodes += [helper.make_node("Sub", ["b", "eight"], ["d"]), helper.make_node("Div", ["d", "two"], ["q"]),
+                  helper.make_node("Mul", ["q", "zero1"], ["z"]), helper.make_node("Mul", ["b", "four"], ["m"]),
+                  helper.make_node("Add", ["z", "m"], ["n"]),
+                  helper.make_node("Concat", ["n", "six"], ["size"], axis=0)]
+    else:
+        inits.append(_i64("size", [0, 0, 2, 3]))
+    nodes.append(helper.make_node("Reshape", ["x", "size"], ["y"]))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("kind", ["mul", "floordiv", "unflatten"])
+def test_arithmetic_on_sizes_stays_symbolic(kind: str) -> None:
+    """Mul, Add, Sub and Div of sizes read by a size list become torch's number arithmetic on SymInts (Python
+    operators in the module's code, as torch.export writes them), so the module traces with the batch dynamic;
+    a Reshape keeping leading sizes of which one is symbolic and splitting the last is torch's unflatten."""
+    model = _arith_model(kind)
+    module = _module(model)
+    assert "_shape_as_tensor" not in module.code
+    if kind == "unflatten":
+        assert "unflatten" in module.code
+    else:
+        assert "sym_size" in module.code and " * " in module.code
+        assert (" // " in module.code) == (kind == "floordiv")
+    _same_as_onnxruntime(model, module, (1, 3))
+    program = torch.export.export(module, (torch.zeros(2, 4, 6),),
+                                  dynamic_shapes=[{0: torch.export.Dim("batch", min=1, max=1024)}])
+    _same_as_onnxruntime(model, program.module(), (1, 3, 5))
+
+
+def test_a_quotient_onnx_truncates_otherwise_than_torch_floors_stays_a_tensor() -> None:
+    """ONNX's Div of integers truncates; torch's // floors: they differ for a negative dividend (batch - 8), so
+    that arithmetic, and everything joined to it, stays tensor arithmetic (the module runs eagerly)."""
+    model = _arith_model("negative")
+    module = _module(model)
+    assert "sym_size" not in module.code and "_shape_as_tensor" in module.code
+    _same_as_onnxruntime(model, module, (1, 3))
