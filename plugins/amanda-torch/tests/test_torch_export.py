@@ -287,6 +287,38 @@ def test_python_module_is_traceable_by_torch_export(tmp_path, monkeypatch):
     assert torch.equal(program.module()(x), reference(x))
 
 
+
+class HeadsView(torch.nn.Module):
+    """A view over the batch times the heads (nn.MultiheadAttention's ``bsz * num_heads``), and back."""
+
+    def forward(self, x):
+        b = x.shape[0]
+        return x.view(b * 4, -1, 2).view(b, (b * 8) // b, 2) + 1
+
+
+def test_number_arithmetic_on_sizes_keeps_the_batch_dynamic(tmp_path, monkeypatch):
+    """aten::mul.int and kin on a SymInt are lowered to Python's operators, as torch.export writes them: called
+    as torch.ops.aten.mul.int, the size would be fixed at the example's batch in the .pt2 and the .py."""
+    from amanda_torch.importer import load_model
+
+    batch = torch.export.Dim("batch", min=2, max=64)
+    g = load_model(HeadsView().eval(), example_inputs=(torch.randn(3, 16),), dynamic_shapes={"x": {0: batch}})
+    assert any(op.type == "aten::mul.int" for op in g.ops.values())
+    save_model(g, tmp_path / "heads.pt2")
+    loaded = torch.export.load(str(tmp_path / "heads.pt2")).module()
+    source = save_model(g, tmp_path / "heads_view.py")
+    assert " * 4" in source and "aten.mul.int" not in source
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    program = torch.export.export(importlib.import_module("heads_view").Model(), (torch.randn(3, 16),),
+                                  dynamic_shapes=({0: batch},))
+    for n in (2, 5):
+        x = torch.randn(n, 16)
+        want = HeadsView()(x)
+        assert torch.equal(loaded(x), want) and torch.equal(program.module()(x), want)
+
+
 # --------------------------------------------------------------------------- errors
 
 
