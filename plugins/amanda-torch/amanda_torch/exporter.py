@@ -100,7 +100,46 @@ def export_program(graph: Graph, *, dims: Mapping[str, int] | None = None, stric
     except AmandaError:
         raise
     except Exception as e:  # torch.export raises many kinds; its first line says what failed
-        raise AmandaError(f"torch.export cannot export the graph: {first_line(e)}") from None
+        readers = sizes_from_tensors(graph)
+        why = ""
+        if readers:
+            shown = ", ".join(readers[:5]) + (f" and {len(readers) - 5} more" if len(readers) > 5 else "")
+            why = (f" (it cannot trace a size read from a tensor's values: {shown}; the module runs eagerly: "
+                   "write a .py file instead)")
+        raise AmandaError(f"torch.export cannot export the graph: {first_line(e)}{why}") from None
+
+
+_SIZE_TYPES = frozenset({"torch.SymInt[]", "torch.int[]", "torch.SymInt", "torch.int", "torch.SymInt[]?",
+                         "torch.int[]?", "torch.SymInt?", "torch.int?"})
+
+
+def sizes_from_tensors(graph: Graph) -> list[str]:
+    """The ops of ``graph`` that take a size or a size list from a tensor's values (``aten::reshape.default``
+    whose ``shape`` an ``aten::where.self`` computes, as the general ONNX Reshape rule writes a shape computed at
+    run time), as ``name (type reads port from producer)``: torch runs them eagerly, but torch.export cannot
+    trace a size that depends on data."""
+    from amanda_core.plugin import registry
+
+    try:
+        schema = registry().namespaces.schema(graph.namespace or "")
+    except AmandaError:
+        return []
+    found = []
+    for op in graph.topological_order():
+        own = schema.get(op.type) if op.type else None
+        if own is None:
+            continue
+        for p in op.input_ports:
+            slot = own.input(p.name)
+            src = p.source
+            if slot is None or slot.type not in _SIZE_TYPES or src is None or src.op is None:
+                continue
+            producer = src.op
+            made = schema.get(producer.type) if producer.type else None
+            out = made.output(src.name) if made is not None else None
+            if out is not None and out.type == "torch.Tensor":
+                found.append(f"{op.name} ({op.type} reads {p.name!r} from {producer.name}, a tensor)")
+    return found
 
 
 PROVENANCE_FILE = "amanda_provenance.json"

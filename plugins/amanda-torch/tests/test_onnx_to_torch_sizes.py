@@ -152,3 +152,25 @@ def test_a_quotient_onnx_truncates_otherwise_than_torch_floors_stays_a_tensor() 
     module = _module(model)
     assert "sym_size" not in module.code and "_shape_as_tensor" in module.code
     _same_as_onnxruntime(model, module, (1, 3))
+
+
+def test_a_pt2_of_a_size_read_from_a_tensor_names_the_op(tmp_path: Any) -> None:
+    """Such a module runs eagerly, but torch.export cannot trace a reshape by a tensor's values: writing a .pt2
+    fails with a message that names the op and its port (torch's own says only that data is not allocated), and
+    leaves no file."""
+    import amanda_onnx
+    from amanda_core.errors import AmandaError
+    from amanda_core.mapping import convert, registered_tables
+    from amanda_core.plugin import registry
+    from amanda_core.plugin.passes import registered_passes
+    from amanda_torch.exporter import save_model
+
+    graph = amanda_onnx.load_model(_arith_model("negative"))
+    amanda_onnx.infer_types(graph)
+    graph = convert(graph, "amanda/pytorch", registered_tables(), registry().namespaces,
+                    passes=registered_passes()).graph
+    path = tmp_path / "negative.pt2"
+    with pytest.raises(AmandaError) as e:
+        save_model(graph, path)
+    assert "aten::reshape.default reads 'shape' from" in str(e.value) and ".py" in str(e.value)
+    assert not path.exists() and list(tmp_path.iterdir()) == []
