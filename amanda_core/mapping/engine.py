@@ -139,6 +139,7 @@ class Converter:
         self._slot_systems: dict[tuple[Any, ...], str | None] = {}
         self._index_cache: dict[int, tuple[Graph, int, dict[str | None, list[Op]]]] = {}
         self._shared: dict[int, tuple[Graph, dict[Any, Op]]] = {}  # literal constants shared in the current apply
+        self._made: dict[Any, Any] = {}  # make_constant's answers by literal value, in the current apply
 
     # -- schemas and dtypes
     def schema(self, namespace: str | None) -> NamespaceSchema | None:
@@ -249,6 +250,7 @@ class Converter:
             raise MappingError(f"the table writes {table.dst}, not {dst_ns}", table.name)
         report = ApplyReport(table.name, src_ns, dst_ns)
         self._shared = {}
+        self._made = {}
         rules = _select(table.ordered_rules(), include_tags, exclude_tags)
         dst_schema = self.schema(dst_ns)
         family_same = same_family(src_ns, dst_ns)
@@ -406,7 +408,8 @@ class Converter:
                            parse_dtype=lambda port: self.parse_dtype(port, inherited), library=self.library,
                            constant_of=lambda op: self.registry.constant_value(op, op_namespace(op, inherited)))
         rctx = RewriteContext(table.name, dst_ns, dst_schema, ctx, family_same, schema_of,
-                              lambda value: self.registry.make_constant(value, dst_ns), self._shared_constants(g))
+                              lambda value: self.registry.make_constant(value, dst_ns), self._shared_constants(g),
+                              self._made)
         claimed: set[Op] = set()
         rewrote = False
         if rule.src.query is not None:

@@ -82,6 +82,10 @@ class RewriteContext:
     shared_constants: dict[Any, Op] | None = None
     """Constant ops made so far in this graph by this table application that other inputs may read too
     (:attr:`ConstantOp.shared`), by :func:`literal_key`; None: every constant is made for its one input."""
+    made_constants: dict[Any, tuple[ConstantOp, Any]] | None = None
+    """What ``make_constant`` gave for each plain literal value so far (by :func:`_literal`), with its
+    :func:`literal_key`: the same value makes the same constant, so a table application asks once per value
+    (a model's convolutions read a handful of strides and paddings, six literals each)."""
 
 
 @attrs.define
@@ -97,6 +101,8 @@ class _OpPlan:
     outputs: list[tuple[str, Any]] | None = None
     consts: dict[str, ConstantOp | None] = attrs.field(factory=dict)
     """Mapper ``consts``: the constant that feeds each input (None: the input goes unfed)."""
+    const_keys: dict[str, Any] = attrs.field(factory=dict)
+    """The :func:`literal_key` of each constant in ``consts`` that may be shared (absent: made for its input)."""
 
 
 @attrs.define
@@ -443,6 +449,7 @@ class _Applier:
                 plan.inputs = [(n, _as_dtype_text(_eval(dt, env, self.rule, self.m))) for n, dt in tpl.inputs]
             if tpl.outputs is not None:
                 plan.outputs = [(n, _eval(dt, env, self.rule, self.m)) for n, dt in tpl.outputs]
+            made_cache = self.ctx.made_constants
             for name, spec in tpl.consts.items():
                 value = _eval(spec, env, self.rule, self.m)
                 if value is None:
@@ -451,10 +458,19 @@ class _Applier:
                 if self.ctx.make_constant is None:
                     raise self.fail(f"mapper op {key!r}: consts need a target namespace that says how to write a "
                                     "constant")
-                try:
-                    plan.consts[name] = self.ctx.make_constant(value)
-                except AmandaError as e:
-                    raise self.fail(f"mapper op {key!r}, consts {name!r}: {e}") from None
+                lit = _literal(value) if made_cache is not None else None
+                hit = made_cache.get(lit) if lit is not None else None  # type: ignore[union-attr]
+                if hit is None:
+                    try:
+                        made = self.ctx.make_constant(value)
+                    except AmandaError as e:
+                        raise self.fail(f"mapper op {key!r}, consts {name!r}: {e}") from None
+                    hit = (made, literal_key(made) if made.shared else None)
+                    if lit is not None:
+                        made_cache[lit] = hit  # type: ignore[index]
+                plan.consts[name] = hit[0]
+                if hit[1] is not None:
+                    plan.const_keys[name] = hit[1]
             self.plans[key] = plan
 
     def attrs_of(self, tpl: OpTemplate, env: dict[str, Any]) -> dict[str, Any]:
@@ -609,7 +625,9 @@ class _Applier:
             if op is None:
                 continue
             schema = self.dst_schema(op.type)
-            for name, made in self.plans[key].consts.items():
+            plan = self.plans[key]
+            pool = self.ctx.shared_constants
+            for name, made in plan.consts.items():
                 port = resolve_port(op, name, "in", schema)
                 if made is None:
                     if isinstance(port, InputPort) and port.source is not None:
@@ -620,10 +638,9 @@ class _Applier:
                     port = op.add_input_port(name, index=_slot_index(op, name, schema))
                 elif port.source is not None:
                     self.dead_candidates.append(port.source.op)
-                pool = self.ctx.shared_constants
-                literal = literal_key(made) if made.shared and pool is not None else None
+                literal = plan.const_keys.get(name) if pool is not None else None
                 const = pool.get(literal) if literal is not None else None  # type: ignore[union-attr]
-                if const is not None and self.g.ops.get(const.name) is not const:
+                if const is not None and const.graph is not self.g:
                     const = None  # undone with the rule that made it, or swept since
                 if const is None:
                     const = self.g.add_op(made.type, self.g.unique_name(f"{op.name}_{name}"),
