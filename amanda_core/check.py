@@ -249,6 +249,8 @@ def compare_graphs(reference: Graph, candidate: Graph, *, reference_name: str = 
         raise AmandaError(f"--input-data gives {', '.join(map(repr, unknown))}, which {ref_label} does not take "
                           f"(its inputs: {', '.join(ref_names) or 'none'})")
     inputs: dict[str, Any] = {}
+    if dims:
+        _check_dims(dims, reference, candidate, ref_label, reg)
     if any(n not in given for n in ref_names):
         try:
             made = run_ref.example_inputs(reference, seed, dict(dims or {}))
@@ -290,6 +292,41 @@ def compare_graphs(reference: Graph, candidate: Graph, *, reference_name: str = 
     tol = "bit for bit" if exact else f"rtol {rtol:g}, atol {atol:g}"
     return CheckReport(reference_name, candidate_name, run_ref.name, run_cand.name, seed, shapes,
                        [k for k in inputs if k in given], rows, tol, notes)
+
+
+def symbolic_dims(graph: Graph, reg: Any = None) -> list[str] | None:
+    """The names of the symbolic dimensions of ``graph``'s inputs, in order, as its namespace's type system reads
+    its input types; None when that system reads none of them (no names to say anything of)."""
+    if reg is None:
+        from .plugin.manager import registry
+
+        reg = registry()
+    system = reg.namespaces.dtype_type_system(graph.namespace or "") if graph.namespace else None
+    ts = reg.type_systems.get(system) if system else None
+    if ts is None:
+        return None
+    names: list[str] = []
+    read = False
+    for port in graph.input_ports:
+        found = ts.tensor_type(port.dtype) if port.dtype is not None else None
+        if found is None or found[1] is None:
+            continue
+        read = True
+        names += [d for d in found[1] if isinstance(d, str) and d not in names]
+    return names if read else None
+
+
+def _check_dims(dims: Mapping[str, int], reference: Graph, candidate: Graph, ref_label: str, reg: Any) -> None:
+    """A ``--dim`` that names no symbolic dimension of either model's inputs would change nothing: an error that
+    says which names there are, rather than a check at sizes the user did not ask for."""
+    ref_dims = symbolic_dims(reference, reg)
+    if ref_dims is None:
+        return  # its types say nothing of names: the runner decides
+    known = ref_dims + [d for d in symbolic_dims(candidate, reg) or () if d not in ref_dims]
+    unknown = [name for name in dims if name not in known]
+    if unknown:
+        raise AmandaError(f"--dim {', '.join(unknown)}: no input of {ref_label} or of the candidate has a symbolic "
+                          f"dimension of that name (their symbolic dimensions: {', '.join(known) or 'none'})")
 
 
 def _inverse(perm: list[int] | None) -> list[int] | None:

@@ -151,6 +151,10 @@ def test_5_check_errors_name_the_model_and_suggest_dim(tmp_path, capsys, onnx_on
     assert f"candidate {cand}: onnxruntime failed to run the model" in err and "--dim NAME=SIZE" in err
     rc, out, err = run(capsys, "check", ref, cand, "--dim", "N=2")
     assert rc == 0, err
+    # a --dim that names no symbolic dimension (a typo) would leave N at 1: it is an error naming those there are
+    rc, out, err = run(capsys, "check", ref, cand, "--dim", "M=2")
+    assert rc == 2 and err.count("\n") == 1
+    assert "--dim M: no input of reference" in err and "(their symbolic dimensions: N)" in err
 
 
 def test_5_inputs_an_initializer_gives_are_not_fed(tmp_path, capsys, onnx_only):

@@ -156,18 +156,44 @@ def _provenance_text(graph: Graph) -> str | None:
     return record if isinstance(record, str) else json.dumps(record, sort_keys=True, separators=(",", ":"))
 
 
+DIMS_FILE = "amanda_dims.json"
+"""The extra file of a ``.pt2`` archive that names its inputs' symbolic dimensions (``{"x": {"0": "batch"}}``):
+torch.export keeps only its own symbols (``s77``), so without it a ``.pt2`` read back would not know ``batch``
+(and ``--dim batch=3`` would name nothing)."""
+
+
+def _dims_text(program: Any, lowered: Program) -> str | None:
+    """What :data:`DIMS_FILE` holds for ``program``: each user input's named symbolic dims by position."""
+    import json
+
+    placeholders = [s.arg.name for s in program.graph_signature.input_specs
+                    if s.kind.name == "USER_INPUT" and hasattr(s.arg, "name")]
+    out: dict[str, dict[str, str]] = {}
+    for placeholder, (_, _, dtype) in zip(placeholders, lowered.inputs):
+        if not isinstance(dtype, TensorValueType):
+            continue
+        sizes = dtype.symbolic_sizes() or ()
+        named = {str(i): d for i, d in enumerate(sizes) if isinstance(d, str) and d.isidentifier()}
+        if named:
+            out[placeholder] = named
+    return json.dumps(out, sort_keys=True) if out else None
+
+
 def _save_pt2(graph: Graph, path: str, dims: Mapping[str, int] | None) -> Any:
     import torch
 
     program = export_program(graph, dims=dims)
     buffer = io.BytesIO()
     record = _provenance_text(graph)
-    extra = {PROVENANCE_FILE: record} if record is not None else None
+    extra = {PROVENANCE_FILE: record} if record is not None else {}
+    named = _dims_text(program, lower(graph))
+    if named is not None:
+        extra[DIMS_FILE] = named
     with warnings.catch_warnings():
         # weights that are views of one buffer (a TF model's constants): torch saves the first view's storage,
         # which holds every byte here (the tensors are on the CPU), and says so in a warning a user cannot act on
         warnings.filterwarnings("ignore", message="No complete tensor found in the group")
-        torch.export.save(program, buffer, extra_files=extra)
+        torch.export.save(program, buffer, extra_files=extra or None)
     with atomic_write(path, "wb") as f:
         f.write(buffer.getvalue())
     return program

@@ -97,8 +97,8 @@ def load_model(source: Any, *, inputs: Any = None, outputs: Sequence[Any] | None
         if not os.path.exists(path):
             raise TorchImportError("no such file", Location(path))
         if path.lower().endswith(".pt2"):
-            program, provenance = _load_pt2(path)
-            graph = _import_program(program, None, outputs, path)
+            program, provenance, dim_names = _load_pt2(path)
+            graph = _import_program(program, dim_names, outputs, path)
             if provenance:
                 import json
 
@@ -200,16 +200,30 @@ def _mapped_pt2_weights(path: str) -> Iterator[None]:
             _package._build_file_map = original
 
 
-def _load_pt2(path: str) -> tuple[Any, str]:
+def _load_pt2(path: str) -> tuple[Any, str, dict[Any, str]]:
+    """The program, the provenance record and the names of the inputs' symbolic dims that Amanda wrote into the
+    archive (``amanda_provenance.json``, ``amanda_dims.json``; empty when another writer made it)."""
+    import json
+
     import torch
 
-    extra = {"amanda_provenance.json": ""}  # filled in when the archive has it (a conversion by Amanda wrote it)
+    extra = {"amanda_provenance.json": "", "amanda_dims.json": ""}  # filled in when the archive has them
     try:
         with _mapped_pt2_weights(path):
-            return torch.export.load(path, extra_files=extra), extra["amanda_provenance.json"]
+            program = torch.export.load(path, extra_files=extra)
     except Exception as e:  # noqa: BLE001 - any failure of torch's reader is a bad file
         raise TorchImportError(f"not a .pt2 file this torch ({torch.__version__}) can load: {_short(e)}",
                                Location(path)) from None
+    positions: dict[tuple[str, int], str] = {}
+    try:
+        named = json.loads(extra["amanda_dims.json"]) if extra["amanda_dims.json"] else {}
+        for placeholder, dims in named.items():
+            for axis, name in dims.items():
+                if isinstance(name, str) and name.isidentifier():
+                    positions[(str(placeholder), int(axis))] = name
+    except (ValueError, TypeError, AttributeError):
+        positions = {}  # not a record Amanda wrote: torch's own symbols stay
+    return program, extra["amanda_provenance.json"], _symbol_names(program, positions)
 
 
 def _short(e: BaseException, limit: int = 200) -> str:

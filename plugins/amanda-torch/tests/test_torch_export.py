@@ -226,6 +226,20 @@ def test_pt2_has_a_dynamic_batch(tmp_path):
         assert torch.equal(loaded(x), reference(x))
 
 
+
+def test_pt2_keeps_the_names_of_its_dims(tmp_path):
+    """torch.export keeps its own symbols (s0 ...): the archive records the inputs' dim names, so the .pt2 read
+    back says Float(batch, 3, 8, 8), and ``--dim batch=...`` still names its batch."""
+    from amanda_torch.importer import load_model
+
+    g, _ = cnn()
+    path = tmp_path / "cnn.pt2"
+    save_model(g, path)
+    back = load_model(str(path))
+    assert back.input_ports["x"].dtype == "Float(batch, 3, 8, 8)"
+    assert [op.type for op in back.ops.values()].count("aten::conv2d.default") == 1
+
+
 STANDALONE = textwrap.dedent("""
     import importlib.util, json, sys
     import numpy as np, torch

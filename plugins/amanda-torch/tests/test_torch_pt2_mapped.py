@@ -43,7 +43,7 @@ def test_pt2_weights_are_mapped_and_equal_to_torchs_reading(tmp_path):
     x = torch.randn(3, 64)
     path = str(tmp_path / "m.pt2")
     torch.export.save(torch.export.export(model, (x,)), path)
-    mapped, _ = _load_pt2(path)
+    mapped, _, _ = _load_pt2(path)
     read = torch.export.load(path)
     assert set(mapped.state_dict) == set(read.state_dict) == {"a.weight", "a.bias", "b.weight", "scale"}
     for name, t in mapped.state_dict.items():
