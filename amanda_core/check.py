@@ -296,7 +296,8 @@ def compare_graphs(reference: Graph, candidate: Graph, *, reference_name: str = 
 
 def symbolic_dims(graph: Graph, reg: Any = None) -> list[str] | None:
     """The names of the symbolic dimensions of ``graph``'s inputs, in order, as its namespace's type system reads
-    its input types; None when that system reads none of them (no names to say anything of)."""
+    its input types; None when that system reads none of them, or when an input has a dimension without a name
+    (TensorFlow's ``?``: a runner may size it by a conventional name, ``batch`` at axis 0)."""
     if reg is None:
         from .plugin.manager import registry
 
@@ -311,6 +312,8 @@ def symbolic_dims(graph: Graph, reg: Any = None) -> list[str] | None:
         found = ts.tensor_type(port.dtype) if port.dtype is not None else None
         if found is None or found[1] is None:
             continue
+        if any(d is None for d in found[1]):
+            return None
         read = True
         names += [d for d in found[1] if isinstance(d, str) and d not in names]
     return names if read else None
@@ -322,8 +325,11 @@ def _check_dims(dims: Mapping[str, int], reference: Graph, candidate: Graph, ref
     ref_dims = symbolic_dims(reference, reg)
     if ref_dims is None:
         return  # its types say nothing of names: the runner decides
-    known = ref_dims + [d for d in symbolic_dims(candidate, reg) or () if d not in ref_dims]
-    unknown = [name for name in dims if name not in known]
+    cand_dims = symbolic_dims(candidate, reg)
+    if cand_dims is None and candidate.input_ports.names():
+        return  # the candidate's runner may size unnamed dims by a conventional name
+    known = ref_dims + [d for d in cand_dims or () if d not in ref_dims]
+    unknown = [name for name in dims if name not in known and ":" not in name and name != "?"]
     if unknown:
         raise AmandaError(f"--dim {', '.join(unknown)}: no input of {ref_label} or of the candidate has a symbolic "
                           f"dimension of that name (their symbolic dimensions: {', '.join(known) or 'none'})")
