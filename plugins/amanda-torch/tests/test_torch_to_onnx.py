@@ -18,7 +18,6 @@ import models  # noqa: E402 - the shared factories beside this file
 from amanda_core.errors import AmandaError  # noqa: E402
 from amanda_core.mapping import ConversionError, convert, registered_tables  # noqa: E402
 from amanda_core.plugin import registry  # noqa: E402
-from amanda_core.plugin.passes import registered_passes  # noqa: E402
 
 TOL = 1e-4
 
@@ -170,13 +169,7 @@ def test_sizes_known_at_run_time(make: str) -> None:
         assert_close(run_onnx(model, other), eager(module, other))
     # and back: the sizes become aten::sym_size.int and ints again, so torch.export traces the module with the
     # same dynamic sizes, and the program it writes runs at the other sizes
-    import amanda_onnx
-    from amanda_torch.module import to_module
-
-    graph = amanda_onnx.load_model(model)
-    amanda_onnx.infer_types(graph)
-    back = to_module(convert(graph, "amanda/pytorch", registered_tables(), registry().namespaces,
-                             passes=registered_passes()).graph)
+    back = models.onnx_module(model)
     code = back.code
     assert "sym_size" in code and "_shape_as_tensor" not in code
     if make.startswith("bert_"):  # BERT's 64 positions bound the length (torch.export asks it be said)
@@ -237,13 +230,7 @@ def test_arithmetic_on_run_time_sizes(make: str) -> None:
         assert_close(run_onnx(model, other), eager(module, other))
     # and back: the arithmetic is torch's number arithmetic on SymInts again (Python operators in the module's
     # code, as torch.export writes them), so the module exports with the batch still dynamic
-    import amanda_onnx
-    from amanda_torch.module import to_module
-
-    graph = amanda_onnx.load_model(model)
-    amanda_onnx.infer_types(graph)
-    back = to_module(convert(graph, "amanda/pytorch", registered_tables(), registry().namespaces,
-                             passes=registered_passes()).graph)
+    back = models.onnx_module(model)
     assert "_shape_as_tensor" not in back.code and "sym_size" in back.code and " * " in back.code
     program = torch.export.export(back, args, dynamic_shapes=[{0: batch}])
     for other in others:
