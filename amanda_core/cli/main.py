@@ -458,6 +458,10 @@ def cmd_convert(args: argparse.Namespace) -> int:
         print(f"warning: {w}", file=sys.stderr)
     if graph.namespace is None:
         raise AmandaError(f"{args.input_model}: the graph has no namespace, so no table can be chosen for it")
+    # --check of a model defined in code compares with the model converted here, not with a second call of the
+    # code: a factory that initializes its weights at random (unseeded, or seeded once at import) would make
+    # other weights, and the check would report a mismatch the conversion did not make (tensors are shared)
+    converted_source = graph.copy() if args.check and _is_code(args.input_model) else None
     target = graph.namespace
     if args.to:
         target = _resolve(reg.namespaces, args.to, usage="--to {ns}") if _is_known_family(reg, args.to) else args.to
@@ -541,8 +545,15 @@ def cmd_convert(args: argparse.Namespace) -> int:
         from ..ir.layout import io_layouts
 
         return _check_files(args, args.input_model, written[0], inputs=inputs, outputs=outputs,
-                            candidate_layouts=io_layouts(out)[0], written=True)
+                            candidate_layouts=io_layouts(out)[0], written=True, reference_graph=converted_source)
     return EXIT_OK
+
+
+def _is_code(source: str) -> bool:
+    """Whether ``source`` names a model defined in code (``pkg.module:factory``), not a file."""
+    from ..io import is_factory_reference
+
+    return is_factory_reference(source) and not os.path.exists(source)
 
 
 def _layout_options(args: argparse.Namespace) -> dict[str, str]:
@@ -839,11 +850,13 @@ def _dims(items: Sequence[str] | None) -> dict[str, int]:
 
 
 def _check_files(args: argparse.Namespace, reference: str, candidate: str, *, inputs: Any = None,
-                 outputs: Any = None, candidate_layouts: Any = None, written: bool = False) -> int:
+                 outputs: Any = None, candidate_layouts: Any = None, written: bool = False,
+                 reference_graph: Any = None) -> int:
     """Load both models, each from its own file (external data beside it), run and compare them.  ``--input``
     specs describe the reference; the candidate gets them in the layout it records (``candidate_layouts``: the
     input permutations, when the caller knows them before loading it).  ``written``: the candidate is the file
-    the command just wrote (a Python module file is then run as the model it defines)."""
+    the command just wrote (a Python module file is then run as the model it defines).  ``reference_graph``:
+    the reference already loaded (the model a conversion read from code), used instead of loading it again."""
     from ..check import compare_graphs, read_input_data
     from ..io import is_factory_reference, require_source
 
@@ -854,7 +867,8 @@ def _check_files(args: argparse.Namespace, reference: str, candidate: str, *, in
     signature = getattr(args, "signature", None)
     cand_first = None
     try:
-        ref = load_model(reference, inputs=inputs, outputs=outputs, lenient=True, signature=signature)
+        ref = reference_graph if reference_graph is not None else \
+            load_model(reference, inputs=inputs, outputs=outputs, lenient=True, signature=signature)
     except AmandaError:
         if inputs or not is_factory_reference(reference) or os.path.exists(reference) \
                 or not os.path.exists(candidate):

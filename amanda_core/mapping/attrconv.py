@@ -720,13 +720,17 @@ def _size_list_values(op: Any, dtype_of: Callable[[Any], Any] = value_dtype) -> 
     found: list[int | None] | None = None
     for r in readers:
         reader = r.op
-        if reader is None or r.name != "shape" or reader.type not in ("Reshape", "Expand"):
+        if reader is None or (r.name, reader.type) not in (("shape", "Reshape"), ("shape", "Expand"),
+                                                           ("input", "ConstantOfShape")):
             return None
         values: list[int | None] = [e[1] if e is not None and e[0] == "int" else None for e in elements]
         # a literal a rule already made a torch int holds torch's value (an Expand's -1, "keep"): checked when
         # it was made, taken as it is (arithmetic on sizes is converted after the literals it reads)
         done = [p.producer is not None and p.producer.type == "prim::Constant" for p in op.inputs]
-        if reader.type == "Reshape":
+        if reader.type == "ConstantOfShape":  # the sizes of a new tensor, torch's full(): none below 0
+            if any(v is not None and v < 0 for v in values):
+                return None
+        elif reader.type == "Reshape":
             if reader.attrs.get("allowzero") != 1 and any(v == 0 and not d for v, d in zip(values, done)):
                 return None  # ONNX's 0 copies a size there
         elif any(v is not None and not d for v, d in zip(values, done)):
@@ -850,12 +854,13 @@ def _sizes_together(op: Any, dtype_of: Callable[[Any], Any] = value_dtype) -> bo
 
 def onnx_size_list(op: Any, dtype_of: Callable[[Any], Any] = value_dtype) -> bool:
     """An ONNX ``Concat`` (axis 0) of one-dimension ``Shape`` slices and one-element int64 constants, read only
-    as the shape of one ``Reshape`` or ``Expand``: a size list torch can hold as SymInts and ints, so that the
-    module it becomes traces with a dynamic size (``aten::reshape`` of ``[sym_size(x, 0), -1, 64]``).  Its
-    elements must be read by nothing but such lists (and :func:`onnx_size_range`), and so on through what they
-    share.  A literal 0 is refused unless every Reshape reading it has ``allowzero`` (ONNX's 0 otherwise copies
-    a size); an Expand reader takes a literal 1 only where torch's ``expand`` means the same: a new leading size,
-    or a size that is 1 in its input (ONNX's 1 keeps the input's size, torch's would have to be -1)."""
+    as the shape of one ``Reshape``, ``Expand`` or ``ConstantOfShape``: a size list torch can hold as SymInts and
+    ints, so that the module it becomes traces with a dynamic size (``aten::reshape`` of ``[sym_size(x, 0), -1,
+    64]``).  Its elements must be read by nothing but such lists (and :func:`onnx_size_range`), and so on through
+    what they share.  A literal 0 is refused unless every Reshape reading it has ``allowzero`` (ONNX's 0
+    otherwise copies a size); an Expand reader takes a literal 1 only where torch's ``expand`` means the same: a
+    new leading size, or a size that is 1 in its input (ONNX's 1 keeps the input's size, torch's would have to
+    be -1); a ConstantOfShape reader takes no negative literal."""
     return op is not None and op.type == "Concat" and _sizes_together(op, dtype_of)
 
 

@@ -146,3 +146,46 @@ def test_check_of_code_against_a_missing_file_names_the_file(tmp_path, monkeypat
         assert main(["check", *args]) != 0
         err = capsys.readouterr().err
         assert "missing.onnx: no such file or folder" in err and "example inputs" not in err
+
+
+UNSEEDED = '''
+import torch
+
+
+class Recurrent(torch.nn.Module):
+    """An LSTM over a dynamic batch (its zero initial states are zeros of [layers, batch, hidden]), weights drawn
+    at random on every call of the factory: nothing seeds them."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(8, 16, num_layers=2, batch_first=True)
+
+    def forward(self, x):
+        return self.lstm(x)[0]
+
+
+def make():
+    return Recurrent().eval()
+'''
+
+
+def test_convert_check_of_code_compares_with_the_model_it_converted(tmp_path, monkeypatch, capsys) -> None:
+    """``convert pkg:factory --check`` checks the file against the model it converted, not a second call of the
+    factory (which draws other random weights: the check reported a mismatch the conversion did not make).  The
+    LSTM's zero states over the batch come back as torch's full() of a size list, so the .pt2 keeps the batch
+    dynamic."""
+    from amanda_core.cli.main import main
+
+    (tmp_path / "unseeded.py").write_text(UNSEEDED)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("unseeded", None)
+    onnx_file, pt2_file = tmp_path / "lstm.onnx", tmp_path / "lstm.pt2"
+    assert main(["convert", "unseeded:make", "--input", "x:float32[batch,5,8]", "--to", "amanda/onnx",
+                 "-o", str(onnx_file), "--check", "--dim", "batch=3"]) == 0, capsys.readouterr()
+    assert "same outputs (torch / onnxruntime" in capsys.readouterr().out
+    assert main(["convert", str(onnx_file), "--to", "amanda/pytorch", "-o", str(pt2_file), "--check",
+                 "--dim", "batch=2"]) == 0, capsys.readouterr()
+    assert "same outputs (onnxruntime / torch" in capsys.readouterr().out
+    program = torch.export.load(str(pt2_file))
+    x = torch.randn(4, 5, 8)
+    assert program.module()(x).shape == (4, 5, 16)
