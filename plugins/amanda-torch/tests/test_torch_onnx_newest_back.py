@@ -166,21 +166,35 @@ class Recurrent(torch.nn.Module):
 
 def make():
     return Recurrent().eval()
+
+
+class Gated(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gru = torch.nn.GRU(8, 8, batch_first=True, bidirectional=True)
+
+    def forward(self, x):
+        return self.gru(x)[0]
+
+
+def make_gru():
+    return Gated().eval()
 '''
 
 
-def test_convert_check_of_code_compares_with_the_model_it_converted(tmp_path, monkeypatch, capsys) -> None:
+@pytest.mark.parametrize("factory", ["make", "make_gru"])
+def test_convert_check_of_code_compares_with_the_model_it_converted(factory, tmp_path, monkeypatch, capsys) -> None:
     """``convert pkg:factory --check`` checks the file against the model it converted, not a second call of the
     factory (which draws other random weights: the check reported a mismatch the conversion did not make).  The
-    LSTM's zero states over the batch come back as torch's full() of a size list, so the .pt2 keeps the batch
-    dynamic."""
+    LSTM's zero states over the batch come back as torch's full() of a size list, and the GRU as one
+    aten::gru.input (not unrolled, which needs a static batch), so the .pt2 keeps the batch dynamic."""
     from amanda_core.cli.main import main
 
     (tmp_path / "unseeded.py").write_text(UNSEEDED)
     monkeypatch.syspath_prepend(str(tmp_path))
     sys.modules.pop("unseeded", None)
-    onnx_file, pt2_file = tmp_path / "lstm.onnx", tmp_path / "lstm.pt2"
-    assert main(["convert", "unseeded:make", "--input", "x:float32[batch,5,8]", "--to", "amanda/onnx",
+    onnx_file, pt2_file = tmp_path / "rnn.onnx", tmp_path / "rnn.pt2"
+    assert main(["convert", f"unseeded:{factory}", "--input", "x:float32[batch,5,8]", "--to", "amanda/onnx",
                  "-o", str(onnx_file), "--check", "--dim", "batch=3"]) == 0, capsys.readouterr()
     assert "same outputs (torch / onnxruntime" in capsys.readouterr().out
     assert main(["convert", str(onnx_file), "--to", "amanda/pytorch", "-o", str(pt2_file), "--check",
