@@ -174,3 +174,21 @@ def test_a_pt2_of_a_size_read_from_a_tensor_names_the_op(tmp_path: Any) -> None:
         save_model(graph, path)
     assert "aten::reshape.default reads 'shape' from" in str(e.value) and ".py" in str(e.value)
     assert not path.exists() and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("mode", ["reflect", "edge", "wrap"])
+def test_pad_and_flatten_beside_a_symbolic_batch(mode: str) -> None:
+    """Pad in reflect, edge or wrap mode needs the padded axes' sizes only, and Flatten at axis 1 is torch's
+    flatten from 1: both convert with the batch symbolic, and the module traces with it dynamic."""
+    nodes = [helper.make_node("Pad", ["x", "pads"], ["p"], mode=mode),
+             helper.make_node("Flatten", ["p"], ["y"], axis=1)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [_i64("pads", [0, 0, 1, 0, 0, 2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    module = _module(model)
+    assert "aten.pad.default" in module.code and "flatten" in module.code
+    _same_as_onnxruntime(model, module, (1, 3))
+    program = torch.export.export(module, (torch.zeros(2, 4, 6),),
+                                  dynamic_shapes=[{0: torch.export.Dim("batch", min=1, max=1024)}])
+    _same_as_onnxruntime(model, program.module(), (1, 5))
