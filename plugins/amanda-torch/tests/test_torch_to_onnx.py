@@ -459,3 +459,35 @@ def test_index_by_run_time_tensors(count: int) -> None:
     assert_close(run_onnx(model, (x, i, j)), eager(module, (x, i, j)))
     other = (torch.randn(5, 6, 3), torch.tensor([[4], [-5], [1]]), torch.tensor([-1, 3, 1, 0]))
     assert_close(run_onnx(model, other), eager(module, other))
+
+
+class Upsample(torch.nn.Module):
+    def __init__(self, mode: str, align: bool | None, scale: float) -> None:
+        super().__init__()
+        self.mode, self.align, self.scale = mode, align, scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.interpolate(x, scale_factor=self.scale, mode=self.mode, align_corners=self.align)
+
+
+@pytest.mark.parametrize("mode, align, scale", [("nearest", None, 2.0), ("bilinear", False, 2.0),
+                                                ("bilinear", True, 0.5), ("bicubic", False, 1.5)])
+def test_interpolate_by_a_scale_beside_a_dynamic_batch(mode: str, align: bool | None, scale: float) -> None:
+    """``interpolate(scale_factor=...)`` with the batch symbolic: Resize by scales (ONNX uses them as torch does,
+    for the output size and in the sampling), at other batches as eager."""
+    module = Upsample(mode, align, scale).eval()
+    model = to_onnx(module, (torch.randn(2, 3, 8, 8),), dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
+    assert [n.op_type for n in model.graph.node].count("Resize") == 1
+    for n in (1, 3):
+        x = torch.randn(n, 3, 8, 8)
+        assert_close(run_onnx(model, (x,)), eager(module, (x,)))
+
+
+def test_interpolate_by_a_scale_float32_cannot_hold_is_refused() -> None:
+    """torch computes the output size in double: a scale a float32 rounds (1.1) could give another size."""
+    from amanda_torch.importer import load_model
+
+    graph = load_model(Upsample("bilinear", False, 1.1).eval(), example_inputs=(torch.randn(2, 3, 10, 10),),
+                       dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
+    with pytest.raises(ConversionError, match=r"aten::upsample_bilinear2d\.vec"):
+        convert(graph, "amanda/onnx/18", registered_tables(), registry().namespaces)
