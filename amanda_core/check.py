@@ -173,6 +173,13 @@ def _run(runner: Any, graph: Graph, inputs: Mapping[str, Any], label: str) -> li
             fed = ", ".join(f"{k}{list(getattr(v, 'shape', ()))}" for k, v in inputs.items())
             hint = (f" (inputs fed: {fed}; a symbolic dimension is 1 unless set with --dim NAME=SIZE, or give the "
                     "values with --input-data NAME=FILE.npy)")
+        elif any(word in text.lower() for word in ("index", "indices", "out of range", "bounds")):
+            ints = [k for k, v in inputs.items()
+                    if getattr(getattr(v, "dtype", None), "kind", "") in ("i", "u") and getattr(v, "size", 0) > 0]
+            if ints:  # made-up token ids or indices beyond what the model takes (an embedding of 10 rows)
+                spans = ", ".join(f"{k} in [{int(inputs[k].min())}, {int(inputs[k].max())}]" for k in ints)
+                hint = (f" (integer inputs fed: {spans}; give values the model takes with --input-data "
+                        "NAME=FILE.npy)")
         raise AmandaError(f"{label}: {text}{hint}") from None
     return list(outputs.items())
 

@@ -157,6 +157,20 @@ def test_5_check_errors_name_the_model_and_suggest_dim(tmp_path, capsys, onnx_on
     assert "--dim M: no input of reference" in err and "(their symbolic dimensions: N)" in err
 
 
+def test_5_made_up_indices_out_of_range_say_so(tmp_path, capsys, onnx_only):
+    """A model that fails on the made-up integers (token ids beyond a table of 2 rows) says which integers it was
+    fed and how to give others."""
+    table = numpy_helper.from_array(np.ones((2, 3), np.float32), "table")
+    g = helper.make_graph([helper.make_node("Gather", ["table", "ids"], ["y"])], "g",
+                          [helper.make_tensor_value_info("ids", TensorProto.INT64, [8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 3])], [table])
+    path = tmp_path / "lookup.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    rc, _, err = run(capsys, "check", str(path), str(path))
+    assert rc == 2 and err.count("\n") == 1
+    assert re.search(r"integer inputs fed: ids in \[0, [0-9]+\]; give values the model takes with --input-data", err)
+
+
 def test_5_inputs_an_initializer_gives_are_not_fed(tmp_path, capsys, onnx_only):
     w = numpy_helper.from_array(np.ones((3,), np.float32), "b")
     g = helper.make_graph([helper.make_node("Add", ["x", "b"], ["y"])], "g",
