@@ -476,11 +476,19 @@ def test_interpolate_by_a_scale_beside_a_dynamic_batch(mode: str, align: bool | 
     """``interpolate(scale_factor=...)`` with the batch symbolic: Resize by scales (ONNX uses them as torch does,
     for the output size and in the sampling), at other batches as eager."""
     module = Upsample(mode, align, scale).eval()
-    model = to_onnx(module, (torch.randn(2, 3, 8, 8),), dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
+    batch = torch.export.Dim("batch")
+    model = to_onnx(module, (torch.randn(2, 3, 8, 8),), dynamic_shapes={"x": {0: batch}})
     assert [n.op_type for n in model.graph.node].count("Resize") == 1
     for n in (1, 3):
         x = torch.randn(n, 3, 8, 8)
         assert_close(run_onnx(model, (x,)), eager(module, (x,)))
+    if mode != "nearest" and not align:  # and back (resize_scales_constant), the batch still dynamic
+        back = models.onnx_module(model)
+        assert "upsample" in back.code
+        program = torch.export.export(back, (torch.randn(2, 3, 8, 8),), dynamic_shapes=[{0: batch}])
+        for n in (1, 3):
+            x = torch.randn(n, 3, 8, 8)
+            assert_close([program.module()(x).detach().numpy()], eager(module, (x,)))
 
 
 def test_interpolate_by_a_scale_float32_cannot_hold_is_refused() -> None:
