@@ -470,8 +470,9 @@ class Upsample(torch.nn.Module):
         return torch.nn.functional.interpolate(x, scale_factor=self.scale, mode=self.mode, align_corners=self.align)
 
 
-@pytest.mark.parametrize("mode, align, scale", [("nearest", None, 2.0), ("bilinear", False, 2.0),
-                                                ("bilinear", True, 0.5), ("bicubic", False, 1.5)])
+@pytest.mark.parametrize("mode, align, scale", [("nearest", None, 2.0), ("nearest-exact", None, 1.5),
+                                                ("bilinear", False, 2.0), ("bilinear", True, 0.5),
+                                                ("bicubic", False, 1.5)])
 def test_interpolate_by_a_scale_beside_a_dynamic_batch(mode: str, align: bool | None, scale: float) -> None:
     """``interpolate(scale_factor=...)`` with the batch symbolic: Resize by scales (ONNX uses them as torch does,
     for the output size and in the sampling), at other batches as eager."""
@@ -482,7 +483,7 @@ def test_interpolate_by_a_scale_beside_a_dynamic_batch(mode: str, align: bool | 
     for n in (1, 3):
         x = torch.randn(n, 3, 8, 8)
         assert_close(run_onnx(model, (x,)), eager(module, (x,)))
-    if mode != "nearest" and not align:  # and back (resize_scales_constant), the batch still dynamic
+    if not align:  # and back (resize_scales_constant), the batch still dynamic
         back = models.onnx_module(model)
         assert "upsample" in back.code
         program = torch.export.export(back, (torch.randn(2, 3, 8, 8),), dynamic_shapes=[{0: batch}])
