@@ -656,7 +656,6 @@ def torch_size_arith(op: Any) -> tuple[str, str] | None:
     if any(r is None or (r.type != "prim::ListConstruct" and r.type not in _TORCH_SIZE_ARITH) for r in readers):
         return None  # (none at all: torch.export leaves arithmetic it simplified away, read by nothing)
     kinds: list[str] = []
-    signs: list[str] = []
     for name in ("a", "b"):
         port = op.input_ports.get(name)
         producer = port.producer if port is not None else None
@@ -665,18 +664,12 @@ def torch_size_arith(op: Any) -> tuple[str, str] | None:
             if not isinstance(v, int) or isinstance(v, bool) or not -2**63 <= v < 2**63:
                 return None
             kinds.append("literal")
-            signs.append("pos" if v > 0 else "nonneg" if v == 0 else "any")
-            continue
-        sign = onnx_size_expr(producer)
-        if sign is None:
+        elif onnx_size_expr(producer) is not None:
+            kinds.append("size")
+        else:
             return None
-        kinds.append("size")
-        signs.append(sign)
-    if kinds == ["literal", "literal"]:
+    if kinds == ["literal", "literal"] or _size_sign(op) is None:  # (the signs // needs: _size_sign's to say)
         return None
-    if op.type == "aten::floordiv.int":
-        if signs[0] not in ("pos", "nonneg") or signs[1] != "pos":
-            return None
     return kinds[0], kinds[1]
 
 
@@ -1481,7 +1474,7 @@ def tf_scalar(value: Any, dtype: str) -> np.ndarray:
     return np.asarray(value, dtype=dtype).reshape(())
 
 
-__all__ += ["port_fed", "tf_filter", "onnx_tf_conv_transpose"]
+__all__ += ["port_fed", "onnx_gru_torch_form", "tf_filter", "onnx_tf_conv_transpose"]
 
 
 def port_fed(op: Any, name: str) -> bool:
@@ -1492,6 +1485,44 @@ def port_fed(op: Any, name: str) -> bool:
     except (KeyError, IndexError, TypeError):
         return False
     return port is not None and port.source is not None
+
+
+def _constant_array(op: Any, name: str) -> Any:
+    """The array a constant (``Initializer`` or ``Constant``) feeding input ``name`` of ``op`` holds, else None."""
+    try:
+        port = op.input_ports[name]
+    except (KeyError, IndexError, TypeError):
+        return None
+    producer = port.producer if port is not None else None
+    if producer is None or producer.type not in ("Initializer", "Constant"):
+        return None
+    value = onnx_constant_value(producer.attrs) if producer.type == "Constant" else producer.attrs.get("value")
+    return value if is_tensor(value) else None
+
+
+def onnx_gru_torch_form(op: Any) -> int:
+    """The number of directions (1 or 2) of an ONNX GRU that torch's own GRU computes, 0 for any other:
+    ``linear_before_reset = 1``, forward or bidirectional, ``layout`` 0, no ``clip``, the default activations,
+    ``W``, ``R`` (and ``B``) float32 constants of the shapes ``hidden_size`` gives, an initial state given, no
+    ``sequence_lens``, outputs ``Y`` and ``Y_h``.  Both the rules that make it ``aten::gru.input`` and the pass
+    that would otherwise unroll it ask this."""
+    attrs = op.attrs
+    hs = attrs.get("hidden_size")
+    direction = attrs.get("direction") or "forward"
+    direction = direction.decode() if isinstance(direction, bytes) else direction
+    n = {"forward": 1, "bidirectional": 2}.get(direction)
+    act = attrs.get("activations")
+    if (op.type != "GRU" or attrs.get("linear_before_reset") != 1 or n is None or not isinstance(hs, int)
+            or attrs.get("layout") not in (None, 0) or attrs.get("clip") is not None
+            or (act is not None and [str(a).lower() for a in act] != ["sigmoid", "tanh"] * n)
+            or len(op.outputs) != 2 or not port_fed(op, "initial_h") or port_fed(op, "sequence_lens")):
+        return 0
+    w, r, b = (_constant_array(op, name) for name in ("W", "R", "B"))
+    if w is None or r is None or (b is None and port_fed(op, "B")):
+        return 0
+    if array_elem(w) != "float32" or len(w.shape) != 3 or w.shape[0] != n or tuple(r.shape) != (n, 3 * hs, hs):
+        return 0
+    return n if b is None or tuple(b.shape) == (n, 6 * hs) else 0
 
 
 def tf_filter(w: Any) -> np.ndarray:

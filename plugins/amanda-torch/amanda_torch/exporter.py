@@ -162,14 +162,18 @@ torch.export keeps only its own symbols (``s77``), so without it a ``.pt2`` read
 (and ``--dim batch=3`` would name nothing)."""
 
 
-def _dims_text(program: Any, lowered: Program) -> str | None:
-    """What :data:`DIMS_FILE` holds for ``program``: each user input's named symbolic dims by position."""
+def _dims_text(program: Any, graph: Graph) -> str | None:
+    """What :data:`DIMS_FILE` holds for ``program``, exported from ``graph``: each user input's named symbolic
+    dims by position (the graph's inputs are the program's user inputs, in order)."""
     import json
+
+    from .valuetypes import parse_value_type
 
     placeholders = [s.arg.name for s in program.graph_signature.input_specs
                     if s.kind.name == "USER_INPUT" and hasattr(s.arg, "name")]
     out: dict[str, dict[str, str]] = {}
-    for placeholder, (_, _, dtype) in zip(placeholders, lowered.inputs):
+    for placeholder, port in zip(placeholders, graph.input_ports):
+        dtype = parse_value_type(str(port.dtype)) if port.dtype is not None else None
         if not isinstance(dtype, TensorValueType):
             continue
         sizes = dtype.symbolic_sizes() or ()
@@ -186,7 +190,7 @@ def _save_pt2(graph: Graph, path: str, dims: Mapping[str, int] | None) -> Any:
     buffer = io.BytesIO()
     record = _provenance_text(graph)
     extra = {PROVENANCE_FILE: record} if record is not None else {}
-    named = _dims_text(program, lower(graph))
+    named = _dims_text(program, graph)
     if named is not None:
         extra[DIMS_FILE] = named
     with warnings.catch_warnings():

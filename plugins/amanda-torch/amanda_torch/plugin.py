@@ -121,44 +121,13 @@ def _unroll(graph: Any) -> str:  # RNN and LSTM: the onnx-to-torch-rnn part conv
 
 
 def torch_gru(op: Any) -> bool:
-    """An ONNX GRU that torch's own GRU computes, which the rules ``gru_given_state`` and
-    ``gru_bidirectional_given_state`` (``onnx_to_torch_rnn.yaml``) convert whole into ``aten::gru.input``, so the
-    unrolling pass leaves it: ``linear_before_reset = 1``, forward or bidirectional, ``layout`` 0, no ``clip``,
-    the default activations, ``W``, ``R`` (and ``B``) float32 constants of the shapes ``hidden_size`` gives, an
-    initial state given, no ``sequence_lens``, outputs ``Y`` and ``Y_h``.  (These are the rules' conditions; a
-    GRU that meets them but matched neither would stay unconverted, named.)"""
-    import numpy as np
+    """An ONNX GRU that the rules ``gru_given_state`` and ``gru_bidirectional_given_state``
+    (``onnx_to_torch_rnn.yaml``) convert whole into ``aten::gru.input``, so the unrolling pass leaves it: the
+    attribute library's ``onnx_gru_torch_form``, which their conditions are."""
+    from amanda_core.mapping.attrconv import onnx_gru_torch_form
+    from amanda_core.matching import OpView
 
-    attrs = op.attrs
-    hs = attrs.get("hidden_size")
-    direction = attrs.get("direction") or "forward"
-    direction = direction.decode() if isinstance(direction, bytes) else direction
-    n = {"forward": 1, "bidirectional": 2}.get(direction)
-    act = attrs.get("activations")
-    if (op.type != "GRU" or attrs.get("linear_before_reset") != 1 or n is None or not isinstance(hs, int)
-            or attrs.get("layout") not in (None, 0) or attrs.get("clip") is not None
-            or (act is not None and [str(a).lower() for a in act] != ["sigmoid", "tanh"] * n)
-            or len(op.output_ports) != 2):
-        return False
-    ports = op.input_ports
-
-    def fed(name: str) -> bool:
-        p = ports.get(name)
-        return p is not None and p.source is not None
-
-    def constant(name: str) -> Any:
-        p = ports.get(name)
-        src = p.source if p is not None else None
-        if src is None or src.op is None or src.op.type not in ("Initializer", "Constant"):
-            return None
-        value = src.op.attrs.get("value")
-        return value if hasattr(value, "shape") and hasattr(value, "dtype") else None
-
-    w, r, b = constant("W"), constant("R"), constant("B")
-    if w is None or r is None or (fed("B") and b is None) or not fed("initial_h") or fed("sequence_lens"):
-        return False
-    return (np.dtype(w.dtype) == np.float32 and len(w.shape) == 3 and w.shape[0] == n
-            and tuple(r.shape) == (n, 3 * hs, hs) and (b is None or tuple(b.shape) == (n, 6 * hs)))
+    return onnx_gru_torch_form(OpView(op)) > 0
 
 
 def _resize_symmetric(graph: Any) -> str:
