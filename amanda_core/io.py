@@ -285,7 +285,8 @@ def _load_factory(ref: str, inputs: Sequence[InputSpec] | None, outputs: Sequenc
         missing = e.name or module_name
         if module_name == missing or module_name.startswith(missing + "."):
             raise AmandaError(f"{ref}: no module named {missing!r} (looked in the current folder and the "
-                              "installed packages), and no file or folder of that name exists") from None
+                              "installed packages: run from the folder that holds it, or add that folder to "
+                              "PYTHONPATH), and no file or folder of that name exists") from None
         raise AmandaError(f"{ref}: importing {module_name} failed: it imports {missing!r}, which is not "
                           "installed") from None
     except AmandaError:

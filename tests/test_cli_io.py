@@ -217,7 +217,8 @@ def test_factory_reference_loads_the_returned_object(factory_dir, toy, capsys):
 
 
 @pytest.mark.parametrize("ref, message", [
-    ("nosuchmodule_xyz:make", "nosuchmodule_xyz:make: no module named 'nosuchmodule_xyz'"),
+    ("nosuchmodule_xyz:make",
+     "nosuchmodule_xyz:make: no module named 'nosuchmodule_xyz' .*add that folder to PYTHONPATH"),
     ("toyfactory:nothing", "toyfactory:nothing: module toyfactory .* has no attribute 'nothing'"),
     ("toyfactory:broken", r"toyfactory:broken: the factory broken\(\) raised ValueError: no weights here"),
     ("toyfactory:other", "toyfactory:other: returned a builtins.int, which no installed importer accepts"),
