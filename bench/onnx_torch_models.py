@@ -31,12 +31,17 @@ Both modules are run on the model's example inputs and checked against onnxrunti
 (max absolute difference relative to the largest reference value, at most 1e-4).  ``--phases`` also prints where
 Amanda's time goes (import, type inference, the tables, lowering to calls, the GraphModule) and the floor torch.fx
 sets on both sides: ``torch.fx.GraphModule(module, module.graph)`` for each converter's own result (copying the
-attributes the graph reads and generating and compiling ``forward``), which either converter pays once.
+attributes the graph reads and generating and compiling ``forward``), which either converter pays once; and the
+floor of Amanda's path (``_amanda_floor``): reading the file into the IR, building the converted graph in the IR,
+the tables' expressions of the rewrites that happen, and the parts of the ATen ``GraphModule`` torch itself does
+(the weights under their FQNs, the fx nodes, generating and compiling ``forward``), against onnx2torch's whole
+conversion, with what that leaves for matching and rewriting.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -129,6 +134,7 @@ def amanda_child(files: dict[str, str], inputs: dict[str, list[Any]], repeat: in
                 row["phases"] = _amanda_phases(path, repeat, tables, namespaces, passes, lower, build_module)
                 row["fx_floor"] = _fx_floor(module, repeat)
                 row["fx_nodes"] = len(module.graph.nodes)
+                row["floor"] = _amanda_floor(path, repeat, graph_of, lower, module)
         except Exception as e:  # noqa: BLE001 - a failing conversion is a result of the bench
             row = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"}
         result[name] = row
@@ -157,6 +163,115 @@ def _amanda_phases(path: str, repeat: int, tables: Any, namespaces: Any, passes:
         for k, a, b in zip(("import", "infer types", "tables", "lower", "GraphModule"), marks, marks[1:]):
             best[k] = min(best.get(k, float("inf")), b - a)
     return best
+
+
+def _amanda_floor(path: str, repeat: int, graph_of: Callable[[str], Any], lower: Any, module: Any
+                  ) -> dict[str, Any]:
+    """The least a conversion of ``path`` costs that reads it into Amanda's IR, writes the converted graph in the
+    IR, evaluates the tables' expressions of the rewrites that happen, and makes the ATen ``GraphModule`` Amanda
+    writes (best CPU seconds of each part; see ``--phases`` in the module's docstring):
+
+    * ``read``: ``amanda_onnx.load_model`` alone;
+    * ``build``: the converted graph made again op by op through the IR's API (ops with their attributes, ports
+      with their types, edges), nothing matched;
+    * ``expressions``: the time inside ``Expression.evaluate`` for the conditions and arguments of the matches
+      that are rewritten (an instrumented conversion; the expressions of candidates that fail are apart, in
+      ``expressions_failed``, and not in the floor);
+    * ``tensors``: the weights installed in a module tree under their FQNs (Amanda's own shortest path,
+      ``install_tensor``, which stores what the public calls would after their checks);
+    * ``nodes``: the torch.fx graph of the module made again (``Graph.graph_copy``);
+    * ``code``: generating and compiling ``forward`` (``GraphModule.recompile``).
+    """
+    import torch.fx
+
+    import amanda_onnx
+    from amanda_core import Graph
+    from amanda_core.mapping import expr as expr_mod
+    from amanda_core.mapping import match as match_mod
+    from amanda_torch.module import install_tensor
+
+    def cpu(fn: Callable[[], Any]) -> float:
+        return _best(fn, repeat)[1]
+
+    out: dict[str, Any] = {"read": cpu(lambda: amanda_onnx.load_model(path))}
+
+    # expressions: the outermost Expression.evaluate calls, kept when the match they decide is found
+    state = {"depth": 0, "in_at": 0, "pending": 0.0, "kept": 0.0, "failed": 0.0, "n_kept": 0, "n_pending": 0}
+    evaluate, at = expr_mod.Expression.evaluate, match_mod.Matcher.at
+
+    def timed_evaluate(self: Any, env: Any) -> Any:
+        if state["depth"]:
+            return evaluate(self, env)
+        state["depth"] = 1
+        t = time.perf_counter()
+        try:
+            return evaluate(self, env)
+        finally:
+            dt = time.perf_counter() - t
+            state["depth"] = 0
+            if state["in_at"]:
+                state["pending"] += dt
+                state["n_pending"] += 1
+            else:
+                state["kept"] += dt
+                state["n_kept"] += 1
+
+    def timed_at(self: Any, anchor: Any, *args: Any, **kwargs: Any) -> Any:
+        if state["in_at"]:
+            return at(self, anchor, *args, **kwargs)
+        state["in_at"], state["pending"], state["n_pending"] = 1, 0.0, 0
+        try:
+            found = at(self, anchor, *args, **kwargs)
+        finally:
+            state["in_at"] = 0
+        if found is not None:
+            state["kept"] += state["pending"]
+            state["n_kept"] += state["n_pending"]
+        else:
+            state["failed"] += state["pending"]
+        return found
+
+    best_kept = best_failed = float("inf")
+    expr_mod.Expression.evaluate, match_mod.Matcher.at = timed_evaluate, timed_at  # type: ignore[method-assign]
+    try:
+        for _ in range(repeat):
+            state.update(kept=0.0, failed=0.0, n_kept=0)
+            converted = graph_of(path)
+            best_kept, best_failed = min(best_kept, state["kept"]), min(best_failed, state["failed"])
+    finally:
+        expr_mod.Expression.evaluate, match_mod.Matcher.at = evaluate, at  # type: ignore[method-assign]
+    out["expressions"], out["expressions_failed"], out["evaluations"] = best_kept, best_failed, state["n_kept"]
+
+    def build() -> Any:
+        g = Graph(converted.namespace, dict(converted.attrs))
+        ports: dict[Any, Any] = {}
+        for p in converted.input_ports:
+            ports[p] = g.add_input_port(p.name, p.dtype)
+        for op in converted.topological_order():
+            new = g.add_op(op.type, op.name, inputs=[(p.name, p.dtype) for p in op.input_ports],
+                           outputs=[(p.name, p.dtype) for p in op.output_ports], attrs=dict(op.attrs),
+                           namespace=op.namespace,
+                           sources=[ports.get(p.source) if p.source is not None else None for p in op.input_ports])
+            for old, made in zip(op.output_ports, new.output_ports):
+                ports[old] = made
+        for p in converted.output_ports:
+            g.connect(ports[p.source], g.add_output_port(p.name, p.dtype))
+        return g
+
+    out["build"] = cpu(build)
+    out["build_ops"] = len(converted)
+    attrs = lower(converted).attrs
+
+    def tensors() -> None:
+        root, parents = torch.nn.Module(), {}
+        for attr in attrs:
+            install_tensor(root, attr, functools.reduce(getattr, attr.target.split("."), module), parents)
+
+    out["tensors"] = cpu(tensors)
+    out["nodes"] = cpu(lambda: torch.fx.Graph().graph_copy(module.graph, {}))
+    out["code"] = cpu(module.recompile)
+    out["total"] = sum(out[k] for k in ("read", "build", "expressions", "tensors", "nodes", "code"))
+    return out
 
 
 # --------------------------------------------------------------------------- onnx2torch (child process)
@@ -319,6 +434,15 @@ def main(argv: list[str] | None = None) -> int:
                 floor += f", onnx2torch's {fo[1] * 1e3:.1f} ({row['onnx2torch']['fx_nodes']} nodes)"
             print(f"{'':>13}   Amanda CPU by step: " + ", ".join(f"{k} {v * 1e3:.1f}" for k, v in ph.items())
                   + floor)
+            fl = row["amanda"].get("floor")
+            if fl and "cpu" in row["onnx2torch"]:
+                o2t = row["onnx2torch"]["cpu"]
+                print(f"{'':>13}   Amanda's floor {fl['total'] * 1e3:.1f} = {fl['total'] / o2t:.2f}x onnx2torch: "
+                      f"read {fl['read'] * 1e3:.1f}, build {fl['build'] * 1e3:.1f} ({fl['build_ops']} ops), "
+                      f"expressions {fl['expressions'] * 1e3:.1f} ({fl['evaluations']}; failed candidates' "
+                      f"{fl['expressions_failed'] * 1e3:.1f} apart), tensors {fl['tensors'] * 1e3:.1f}, "
+                      f"fx nodes {fl['nodes'] * 1e3:.1f}, code {fl['code'] * 1e3:.1f}; left for matching and "
+                      f"rewriting {max(o2t - fl['total'], 0.0) * 1e3:.1f}")
     ok = all(r[w].get("ok", True) for r in rows for w in ("amanda",))
     return 0 if ok else 1
 
