@@ -91,6 +91,33 @@ def test_malformed_tables_say_file_line_and_rule(tmp_path, rules, message, line)
     assert "rule 'r'" in text or "rule 's'" in text or "duplicate key" in text
 
 
+def test_a_table_is_parsed_once_and_its_expressions_know_their_lines(tmp_path, monkeypatch):
+    """The text is not parsed a second time to place the expressions (hundreds per table), and each still names
+    its own line; a text asked about again without being kept is parsed again."""
+    import yaml
+
+    from amanda_core.serialization import yamlio
+
+    rules = ("    r:\n      src: {ops: {$a: {type: Relu}}}\n      dst: {ops: {$a: {attrs: {x: '${1 + 1}'}}}}\n"
+             "    s:\n      src:\n        ops: {$a: {type: Add}}\n      dst:\n        ops:\n"
+             "          $a: {attrs: {y: '${2}', z: '${3 * 4}'}}\n")
+    path = write(tmp_path, BASE + rules)
+
+    def no_second_parse(*args, **kwargs):
+        raise AssertionError("the table's text was parsed a second time")
+
+    monkeypatch.setattr(yaml, "compose", no_second_parse)
+    table = load_table(path, trusted=True)
+    lines = {name: rule.dst.ops["$a"].attrs for name, rule in table.rules.items()}
+    assert {k: v.value.location.line for k, v in lines["r"].items()} == {"x": 7}
+    assert {k: v.value.location.line for k, v in lines["s"].items()} == {"y": 13, "z": 13}
+    monkeypatch.undo()
+    text = open(path).read()
+    yamlio._POSITIONS.clear()
+    assert yamlio.locate(text, ("table", "rules", "s", "dst", "ops", "$a")).line == 13
+    assert yamlio.locate(text, ("table", "rules", "s", "nope", "deeper")).line == 8  # the deepest that exists
+
+
 def test_table_level_problems(tmp_path):
     with pytest.raises(TableError, match=r"t.yaml:2:.*'src' must be a namespace"):
         load_table(write(tmp_path, "table:\n  src: 3\n  dst: amanda/x/1\n  rules: {}\n"), trusted=True)

@@ -822,7 +822,7 @@ def load_table(source: str | os.PathLike[str], *, filename: str | None = None, t
 
     text, fname = read_yaml_text(source, filename)
     try:
-        data = load_values(text, filename=fname)
+        data = load_values(text, filename=fname, positions=True)
     except FormatError as e:
         raise TableError(e.reason, e.location) from None
     default = None

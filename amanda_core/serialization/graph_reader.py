@@ -319,15 +319,16 @@ def _kind(v: Any) -> str:
     return kinds.get(type(v), type(v).__name__)
 
 
-def _parse(source: str | os.PathLike[str], filename: str | None) -> tuple[Any, _Reader]:
+def _parse(source: str | os.PathLike[str], filename: str | None, positions: bool = False) -> tuple[Any, _Reader]:
     text, fname = read_yaml_text(source, filename)
-    return safe_load(text, fname, GraphLoader), _Reader(text, fname, None)
+    return safe_load(text, fname, GraphLoader, positions=positions), _Reader(text, fname, None)
 
 
-def load_values(source: str | os.PathLike[str], *, filename: str | None = None) -> Any:
+def load_values(source: str | os.PathLike[str], *, filename: str | None = None, positions: bool = False) -> Any:
     """Parse a YAML document that may hold Amanda's value tags (``!tensor`` inline, ``!tuple``, ...), safely;
-    tagged values come back as Python values.  Used by the other YAML formats (schemas, tables)."""
-    data, reader = _parse(source, filename)
+    tagged values come back as Python values.  Used by the other YAML formats (schemas, tables).  ``positions``:
+    :func:`~amanda_core.serialization.yamlio.locate` will be asked for many places in the text."""
+    data, reader = _parse(source, filename, positions)
     return reader.value(data, ())
 
 
