@@ -330,13 +330,14 @@ def _one_line(e: BaseException) -> str:
 
 
 def _is_folder_path(path: str) -> bool:
-    return path.endswith(("/", os.sep)) or os.path.isdir(path)
+    """``path`` names a folder: it ends in ``/``, is one, or is new and has no extension (``-o saved_model``, as
+    TensorFlow's own ``save`` takes it)."""
+    return path.endswith(("/", os.sep)) or os.path.isdir(path) or (_ext(path) == "" and not os.path.lexists(path))
 
 
 def _exporters_for(path: str, reg: Any) -> list[Exporter]:
     if _is_folder_path(path):
-        return [e for e, _ in reg.exporters if e.writes_directories and (
-            path.endswith(("/", os.sep)) or os.path.isdir(path))]
+        return [e for e, _ in reg.exporters if e.writes_directories]
     return [e for e, _ in reg.exporters if e.handles_path(path)]
 
 
@@ -356,7 +357,8 @@ def check_output_path(path: str, reg: Any = None) -> None:
                               "is replaced")
         return
     if _is_folder_path(path):
-        what = "is a folder" if os.path.isdir(path) else "names a folder (it ends in /)"
+        what = ("is a folder" if os.path.isdir(path) else "names a folder (it ends in /)"
+                if path.endswith(("/", os.sep)) else "names a new folder (it has no extension)")
         raise AmandaError(f"{path}: {what}, and no installed exporter writes folders; give a file name "
                           f"(e.g. {os.path.join(path.rstrip('/' + os.sep), 'model.onnx')}); exporters: "
                           f"{describe_exporters(reg)}")
@@ -398,7 +400,10 @@ def save_model(graph: Graph, path: str | os.PathLike[str]) -> list[str]:
                 return list(written)
             return [path]
     kind = "folders" if _is_folder_path(path) else f"{_ext(path)} files"
+    if kind == "folders" and _ext(path) == "" and not path.endswith(("/", os.sep)) and not os.path.isdir(path):
+        kind = "folders (a new path without an extension names one)"
     names = ", ".join(f"{e.name} writes {e.namespace}" for e in candidates)
+    fits = sorted({x for e, _ in reg.exporters if ns and e.handles_namespace(ns) for x in e.extensions if x != "/"})
+    pick = f"name a {' or '.join(fits)} file" if fits else "pick an output format for its namespace"
     raise AmandaError(f"{path}: the graph is in {ns or 'no namespace'}, and the exporters of {kind} write other "
-                      f"namespaces ({names}); convert it with --to {candidates[0].namespace}, or pick an output "
-                      "format for its namespace")
+                      f"namespaces ({names}); convert it with --to {candidates[0].namespace}, or {pick}")

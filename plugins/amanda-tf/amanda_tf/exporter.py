@@ -447,7 +447,11 @@ def _atomic_directory(path: str) -> Iterator[str]:
 
 
 def _is_directory_target(path: str) -> bool:
-    return path.endswith(("/", os.sep)) or path.lower().endswith(".savedmodel") or os.path.isdir(path)
+    """A SavedModel folder: a path ending in ``/`` or ``.savedmodel``, a folder, or a new path without an
+    extension (as ``tf.saved_model.save`` takes it)."""
+    if path.endswith(("/", os.sep)) or path.lower().endswith(".savedmodel") or os.path.isdir(path):
+        return True
+    return "." not in os.path.basename(path) and not os.path.lexists(path)
 
 
 def serving_function(graph: Graph, variables: list[Any] | None = None) -> tuple[Any, GraphDefParts]:
@@ -578,8 +582,8 @@ def save_frozen(graph: Graph, path: str) -> Any:
 
 
 def save_model(graph: Graph, target: Any = None, **options: Any) -> Any:
-    """Write ``graph`` to ``target``: a SavedModel directory (a path ending in ``/`` or ``.savedmodel``, or an
-    existing directory) or a frozen GraphDef (``.pb``).  Without a target, return the ``GraphDef``."""
+    """Write ``graph`` to ``target``: a SavedModel directory (a path ending in ``/`` or ``.savedmodel``, an
+    existing directory, or a new path without an extension) or a frozen GraphDef (``.pb``).  Without a target, return the ``GraphDef``."""
     if options:
         raise AmandaError(f"the TensorFlow exporter takes no option {', '.join(sorted(options))}")
     if target is None:
@@ -591,4 +595,4 @@ def save_model(graph: Graph, target: Any = None, **options: Any) -> Any:
     if path.lower().endswith(".pb"):
         return save_frozen(graph, path)
     raise AmandaError(f"{path}: the TensorFlow exporter writes a SavedModel directory (a path ending in / or "
-                      ".savedmodel) or a frozen GraphDef (.pb)")
+                      ".savedmodel, or a new path without an extension) or a frozen GraphDef (.pb)")

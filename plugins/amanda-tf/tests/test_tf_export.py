@@ -113,3 +113,30 @@ def test_a_saved_model_records_what_made_it(tmp_path):
     del graph.attrs["amanda_provenance"]
     save_model(graph, str(tmp_path / "plain.savedmodel"))
     assert "amanda_provenance" not in load_model(str(tmp_path / "plain.savedmodel")).attrs
+
+
+def test_a_new_path_without_an_extension_is_a_saved_model_folder(tmp_path, capsys):
+    """``-o model`` writes a SavedModel folder, as ``tf.saved_model.save`` takes such a path; a format of another
+    namespace given such a path is told to name a file of its own kind, and nothing is written."""
+    from amanda_core import io as amanda_io
+    from amanda_core.cli.main import main
+
+    fn, inputs = models.cond_function()
+    graph = load_model(fn)
+    assert amanda_io.save_model(graph, str(tmp_path / "exported")) == [str(tmp_path / "exported")]
+    assert (tmp_path / "exported" / "saved_model.pb").is_file()
+    back = load_model(str(tmp_path / "exported"))
+    for name, value in run(graph, inputs).items():
+        np.testing.assert_array_equal(run(back, inputs)[name], value)
+
+    src = tmp_path / "m.yaml"
+    assert main(["convert", str(tmp_path / "exported"), "-o", str(src), "--quiet"]) == 0
+    assert main(["convert", str(src), "--to", "amanda/onnx/18", "-o", str(tmp_path / "plain"), "--quiet"]) != 0
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("amanda:")]
+    assert len(err) == 1 and "plain: " in err[0] and "a new path without an extension" in err[0], err
+    assert "name a .onnx file" in err[0], err
+    assert not (tmp_path / "plain").exists()
+    (tmp_path / "afile").write_text("not a model")  # an existing file without an extension is no folder
+    with pytest.raises(AmandaError, match="files without an extension"):
+        amanda_io.save_model(graph, str(tmp_path / "afile"))
+    assert (tmp_path / "afile").read_text() == "not a model"
