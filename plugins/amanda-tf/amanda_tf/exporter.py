@@ -583,7 +583,8 @@ def save_frozen(graph: Graph, path: str) -> Any:
 
 def save_model(graph: Graph, target: Any = None, **options: Any) -> Any:
     """Write ``graph`` to ``target``: a SavedModel directory (a path ending in ``/`` or ``.savedmodel``, an
-    existing directory, or a new path without an extension) or a frozen GraphDef (``.pb``).  Without a target, return the ``GraphDef``."""
+    existing directory, or a new path without an extension) or a frozen GraphDef (``.pb``).  Without a target,
+    return the ``GraphDef``."""
     if options:
         raise AmandaError(f"the TensorFlow exporter takes no option {', '.join(sorted(options))}")
     if target is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 __all__ = [
     "DISTRIBUTIONS",
+    "quiet_start_up_lines",
     "INSTALL_HINT",
     "TensorFlowMissingError",
     "find_tensorflow",
@@ -21,8 +22,14 @@ __all__ = [
     "same_release",
 ]
 
+import contextlib
+import importlib.abc
+import os
+import re
+import sys
+import tempfile
 from importlib import metadata
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from packaging.version import InvalidVersion, Version
 
@@ -83,3 +90,114 @@ def import_tensorflow(distributions: Sequence[str] = DISTRIBUTIONS) -> Any:
             f"TensorFlow {version} (distribution {dist}) is installed but cannot be imported: {e}; "
             f"reinstall it, or {INSTALL_HINT}") from e
     return tensorflow
+
+
+# --------------------------------------------------------------------------- TensorFlow's start-up lines
+_SEVERITY = {"I": 0, "W": 1, "E": 2, "F": 3}
+_LOG_LINE = re.compile(r"^([IWEF])\d{4} ")
+_ABSL_PREAMBLE = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
+
+
+def _min_log_level() -> int:
+    try:
+        return int(os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0"))
+    except ValueError:
+        return 0
+
+
+def filter_start_up_lines(text: str, level: int) -> str:
+    """``text`` (what TensorFlow's native libraries wrote to stderr) without the log lines below ``level``
+    (``I`` 0, ``W`` 1, ``E`` 2, ``F`` 3), with the lines that continue them, and without absl's notice that
+    logging is not set up yet; every other line is kept as it was."""
+    if level < 1:
+        return text
+    kept: list[str] = []
+    dropping = False
+    for line in text.splitlines(keepends=True):
+        if line.rstrip("\r\n") == _ABSL_PREAMBLE:
+            dropping = False
+            continue
+        m = _LOG_LINE.match(line)
+        if m is not None:
+            dropping = _SEVERITY[m.group(1)] < level
+        if not dropping:
+            kept.append(line)
+    return "".join(kept)
+
+
+@contextlib.contextmanager
+def quiet_start_up_lines() -> Iterator[None]:
+    """While the block runs, what is written to the process's stderr (file descriptor 2, where TensorFlow's native
+    libraries log before their logging is set up, whatever ``TF_CPP_MIN_LOG_LEVEL`` says) is held; after it, the
+    held text is written back without the log lines ``TF_CPP_MIN_LOG_LEVEL`` asks to leave out.  With the
+    variable unset or 0 nothing is held."""
+    level = _min_log_level()
+    if level < 1:
+        yield
+        return
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+    saved = os.dup(2)
+    held = tempfile.TemporaryFile()
+    try:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            held.seek(0)
+            text = filter_start_up_lines(held.read().decode("utf-8", "replace"), level)
+            if text:
+                os.write(2, text.encode("utf-8", "replace"))
+    finally:
+        os.close(saved)
+        held.close()
+
+
+class _QuietFirstImport(importlib.abc.MetaPathFinder):
+    """Finds ``tensorflow`` the first time it is imported (by Amanda or by a model's own code) and runs its module
+    under :func:`quiet_start_up_lines`; then steps aside."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != "tensorflow":
+            return None
+        _uninstall()
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(fullname, path, target) if find is not None else None
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run = loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            with quiet_start_up_lines():
+                run(module)
+
+        try:
+            loader.exec_module = exec_module  # this loader loads this one module
+        except (AttributeError, TypeError):
+            pass
+        return spec
+
+
+_FINDER = _QuietFirstImport()
+
+
+def _uninstall() -> None:
+    with contextlib.suppress(ValueError):
+        sys.meta_path.remove(_FINDER)
+
+
+def install_quiet_import() -> None:
+    """Have the first ``import tensorflow`` of the process honour ``TF_CPP_MIN_LOG_LEVEL`` for the lines
+    TensorFlow 2.20+ prints while loading (absl's notice and oneDNN's and the CPU features' ``I`` lines), which it
+    writes before its logging reads the variable.  Nothing happens when TensorFlow is already imported."""
+    if "tensorflow" not in sys.modules and _FINDER not in sys.meta_path:
+        sys.meta_path.insert(0, _FINDER)
