@@ -163,6 +163,19 @@ class _Folder:
             out.dtype = dtype
         return out
 
+    def refeed(self, port: Any, value: np.ndarray, dtype: Any, new_name: str) -> str:
+        """Feed ``port`` a new constant holding ``value`` instead of what fed it, and return its name: the name of
+        the constant it replaces when that one goes (nothing else reads it), so a folded weight keeps its name;
+        else ``<that name>_folded``; ``new_name`` when nothing fed the port."""
+        old = _producer(port)
+        if port.source is not None:
+            self.g.disconnect(port)
+        self.drop_if_unused(old)
+        name = new_name if old is None else old.name if old.graph is not self.g else f"{old.name}_folded"
+        out = self.new_const(name, value, dtype)
+        self.g.connect(out, port)
+        return out.op.name  # type: ignore[no-any-return]
+
     def drop_if_unused(self, op: Op | None) -> None:
         """Remove a constant op nothing reads any more (an initializer that is a graph input stays)."""
         if op is None or op.graph is not self.g or op.type not in ("Initializer", "Constant") or _pinned(op):
@@ -234,15 +247,14 @@ class _Folder:
         k = scale / np.sqrt(var + eps)
         w2 = (w.astype(np.float64) * k.reshape((cout,) + (1,) * (w.ndim - 1))).astype(w.dtype)
         b2 = ((b.astype(np.float64) - mean) * k + beta).astype(w.dtype)
-        wprod = _producer(conv.input_ports["W"])
-        self.g.connect(self.new_const(wprod.name + "/bn", w2, conv.input_ports["W"].source.dtype),
-                       conv.input_ports["W"], replace=True)
-        self.drop_if_unused(wprod)
+        wport = conv.input_ports["W"]
+        wname = self.refeed(wport, w2, wport.source.dtype, conv.name + "_weight")
         if bport is None:
             bport = conv.input_ports.get("B") or conv.add_input_port("B")
-        bprod = _producer(bport)
-        self.g.connect(self.new_const(conv.name + "/bias", b2), bport, replace=True)
-        self.drop_if_unused(bprod)
+        # a new bias is named after the weight (``features.0.weight`` -> ``features.0.bias``), as torch names a
+        # convolution's: the folded module's state_dict reads like a convolution's
+        stem, dot, leaf = wname.rpartition(".")
+        self.refeed(bport, b2, None, f"{stem}.bias" if dot and leaf == "weight" else conv.name + "_bias")
         dtype = bn.output_ports[0].dtype
         inherit_origin(conv, conv, bn)  # (the convolution now computes the batch norm's value too)
         self.replace(bn, conv.output_ports[0])

@@ -224,6 +224,38 @@ def test_conv_batch_norm_fold_matches_onnxruntime() -> None:
     assert_close(run_onnx(folded, x), run_onnx(model, x), 1e-5)
 
 
+def test_folded_weights_keep_their_names_and_a_new_bias_is_named_as_torch_names_one() -> None:
+    """The state_dict of a folded model reads like its convolutions' (``features.0.weight``,
+    ``features.0.bias``), not like a fold's bookkeeping; a weight another node still reads keeps its name and
+    value, and the folded copy gets a name of its own."""
+    module, args = models.resnet()  # transformers' convolutions have no bias: each gets one from its batch norm
+    keys = set(module.state_dict())
+    model = to_onnx(module, args)
+    convs = [n for n in model.graph.node if n.op_type == "Conv"]
+    assert len(convs) == 6
+    for n in convs:
+        weight, bias = n.input[1:]
+        assert weight in keys and weight.endswith(".weight") and bias == weight[:-len("weight")] + "bias", n.input
+        assert bias not in keys and weight.replace("convolution.weight", "normalization.weight") in keys
+    assert all("/" not in i.name for i in model.graph.initializer)
+
+    shared = _conv_bn()  # the weight read by a second convolution, the bias by a Neg: both stay as they are
+    g = shared.graph
+    g.node.append(helper.make_node("Conv", ["x", "W"], ["c2"], pads=[1, 1, 1, 1]))
+    g.node.append(helper.make_node("Neg", ["B"], ["z"]))
+    g.output.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, None))
+    folded, summary = _fold_onnx(shared)
+    assert "BatchNormalization" not in op_types(folded), summary
+    first = next(n for n in folded.graph.node if n.op_type == "Conv" and n.output[0] != "c2")
+    assert list(first.input[1:]) == ["W_folded", "B_folded"]
+    inits = {i.name: numpy_helper.to_array(i) for i in folded.graph.initializer}
+    before = {i.name: numpy_helper.to_array(i) for i in shared.graph.initializer}
+    np.testing.assert_array_equal(inits["W"], before["W"])
+    np.testing.assert_array_equal(inits["B"], before["B"])
+    x = {"x": np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)}
+    assert_close(run_onnx(folded, x), run_onnx(shared, x), 1e-5)
+
+
 @pytest.mark.parametrize("case", ["training", "statistics computed", "conv read elsewhere"])
 def test_batch_norm_fold_refuses(case: str) -> None:
     model = _conv_bn(training_mode=case == "training", stats_as_inputs=case == "statistics computed",
