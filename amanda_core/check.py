@@ -241,7 +241,7 @@ def _compare(name_a: str, a: Any, name_b: str, b: Any, rtol: float, atol: float,
 
 def compare_graphs(reference: Graph, candidate: Graph, *, reference_name: str = "reference",
                    candidate_name: str = "candidate", seed: int = 0, dims: Mapping[str, int] | None = None,
-                   rtol: float = 1e-5, atol: float = 1e-6, exact: bool = False,
+                   rtol: float = 1e-5, atol: float = 1e-5, exact: bool = False,
                    input_data: Mapping[str, Any] | None = None, reg: Any = None) -> CheckReport:
     """Run both graphs on the same inputs and compare every output (see the module's doc)."""
     import numpy as np

@@ -284,7 +284,7 @@ def record_reference(reference: Graph, inputs: Mapping[str, Any], wanted: set[tu
 
 
 def check_per_op(reference: Graph, candidate: Graph, inputs: Mapping[str, Any], *, rtol: float = 1e-5,
-                 atol: float = 1e-6, reg: Any = None, candidate_inputs: Mapping[str, Any] | None = None,
+                 atol: float = 1e-5, reg: Any = None, candidate_inputs: Mapping[str, Any] | None = None,
                  workdir: str | None = None) -> PerOpReport:
     """Run both graphs on ``inputs`` (``candidate_inputs`` when the candidate's input names differ) and report
     the first candidate op whose value is beyond ``atol + rtol * |reference|``."""
