@@ -6,30 +6,172 @@ torch's SymInts and ints (``docs/torch.md``, "Sizes known at run time").  Writer
 all that read the same value (a ``[0]`` that is a Slice's start, an axis, and a size), and a literal the rules
 turn into a Python int must be read by size lists alone.  So each size list's literal that something else reads
 too is given to the list as its own ``Constant`` (eight bytes each); nothing else changes.
+
+Writers also read several sizes at once: torch.onnx writes ``x.reshape(-1, *x.shape[-2:])`` as a ``Slice`` of the
+whole ``Shape(x)`` from -2 to -1 and one from -1 to the end, and ``x.shape[:-2]`` as one slice of several sizes.
+:func:`split_shape_reads` first splits each such read of a size list (a ``Shape`` of several dimensions, or a
+constant ``Slice`` of one) into one piece per dimension: the size as a literal where ``x``'s type knows it, else a
+``Shape`` of that one dimension, so that the list is of the form above.
 """
 
 from __future__ import annotations
 
-__all__ = ["private_size_literals"]
+__all__ = ["private_size_literals", "split_shape_reads"]
 
 from typing import Any
 
 import numpy as np
 
 from amanda_core import Graph
-from amanda_core.mapping.attrconv import onnx_int_literal
+from amanda_core.mapping.attrconv import onnx_constant_value, onnx_int_literal
 from amanda_core.matching.views import OpView
 
+from .onnx_passes import _tensor_type
+
 _SIZE_READERS = ("Reshape", "Expand")
+
+
+def _read_as_sizes(port: Any) -> bool:
+    readers = port.consumers
+    return bool(readers) and all(r.op is not None and r.op.type in _SIZE_READERS and r.name == "shape"
+                                 for r in readers)
 
 
 def _is_size_list(op: Any) -> bool:
     """A Concat on axis 0 read only as the ``shape`` of Reshape or Expand."""
     if op.type != "Concat" or op.attrs.get("axis") not in (0, -1) or not op.output_ports:
         return False
-    readers = op.output_ports[0].consumers
-    return bool(readers) and all(r.op is not None and r.op.type in _SIZE_READERS and r.name == "shape"
-                                 for r in readers)
+    return _read_as_sizes(op.output_ports[0])
+
+
+_INT64_MAX = 2**63 - 1
+
+
+def _ints(port: Any) -> list[int] | None:
+    """The ints of a constant of int32/int64 elements of at most one dimension feeding ``port`` (None otherwise)."""
+    src = port.source if port is not None else None
+    op = src.op if src is not None else None
+    if op is None or op.type not in ("Constant", "Initializer"):
+        return None
+    value = onnx_constant_value(op.attrs) if op.type == "Constant" else op.attrs.get("value")
+    if value is None:
+        return None
+    arr = np.asarray(value)
+    if arr.dtype not in (np.int64, np.int32) or arr.ndim > 1:
+        return None
+    return [int(v) for v in arr.reshape(-1)]
+
+
+def _dims_read(op: Any) -> tuple[Any, list[int], list[Any]] | None:
+    """For a ``Shape`` op, or a ``Slice`` by constants (one axis, step 1) of one: the port whose shape is read,
+    the dimensions read (in order) and that port's shape (ints where known); None for anything else."""
+    shape_op, lo, hi = op, 0, None
+    if op.type == "Slice":
+        ports = op.input_ports
+        data = ports.get("data")
+        shape_op = data.source.op if data is not None and data.source is not None else None
+        starts, ends = _ints(ports.get("starts")), _ints(ports.get("ends"))
+        axes = _ints(ports.get("axes")) if ports.get("axes") is not None and ports["axes"].source else [0]
+        steps = _ints(ports.get("steps")) if ports.get("steps") is not None and ports["steps"].source else [1]
+        if starts is None or ends is None or len(starts) != 1 or len(ends) != 1 or axes not in ([0], [-1]) \
+                or steps != [1]:
+            return None
+        lo, hi = starts[0], ends[0]
+    if shape_op is None or shape_op.type != "Shape" or not shape_op.input_ports:
+        return None
+    x = shape_op.input_ports[0].source
+    t = _tensor_type(x.dtype) if x is not None else None
+    if t is None or t[1] is None:
+        return None
+    shape = [d if isinstance(d, int) and d >= 0 else None for d in t[1]]
+    rank = len(shape)
+
+    def clamp(v: int, n: int) -> int:
+        return min(max(v + n if v < 0 else v, 0), n)
+
+    start = shape_op.attrs.get("start")
+    end = shape_op.attrs.get("end")
+    first = clamp(0 if start is None else int(start), rank)
+    last = clamp(rank if end is None else int(end), rank)
+    dims = list(range(first, max(first, last)))
+    n = len(dims)
+    a = clamp(lo, n)
+    b = clamp(n if hi is None or hi >= _INT64_MAX else hi, n)
+    return x, dims[a:b], shape
+
+
+def _pieces(g: Graph, base: str, x: Any, dims: list[int], shape: list[Any]) -> list[Any]:
+    """One output port per dimension: a literal of its size where known, else a ``Shape`` of it alone."""
+    out = []
+    for d in dims:
+        if shape[d] is not None:
+            op = g.add_op("Constant", g.unique_name(f"{base}_dim{d}"), attrs={"value": np.array([shape[d]], np.int64)},
+                          outputs=[("output", "tensor(int64)[1]")])
+        else:
+            op = g.add_op("Shape", g.unique_name(f"{base}_dim{d}"), attrs={"start": d, "end": d + 1},
+                          inputs=["data"], outputs=[("shape", "tensor(int64)[1]")], sources=[x])
+        out.append(op.output_ports[0])
+    return out
+
+
+def _one_dim_read(op: Any, dims: list[int], shape: list[Any]) -> bool:
+    """``op`` already reads one unknown size alone (a one-dimension ``Shape`` the rules take as it is)."""
+    return op.type == "Shape" and len(dims) == 1 and shape[dims[0]] is None and op.output_ports[0].dtype is not None
+
+
+def split_shape_reads(graph: Graph) -> int:
+    """Split each read of several sizes in a size list (``graph`` and the graphs in it), and each such read that is
+    itself the shape of Reshape or Expand, into one piece per dimension; returns how many reads were split."""
+    split = 0
+    for g in [graph, *(nested.graph for nested in graph.nested_graphs())]:
+        for op in list(g):
+            if op.graph is not g:
+                continue
+            if _is_size_list(op):
+                sources = [p.source for p in op.input_ports]
+            elif op.type in ("Shape", "Slice") and op.output_ports and _read_as_sizes(op.output_ports[0]):
+                sources = [op.output_ports[0]]
+            else:
+                continue
+            flat: list[Any] = []
+            changed = False
+            for src in sources:
+                read = _dims_read(src.op) if src is not None and src.op is not None else None
+                if read is None or _one_dim_read(src.op, read[1], read[2]):
+                    flat.append(src)
+                    continue
+                x, dims, shape = read
+                flat.extend(_pieces(g, src.op.name, x, dims, shape))
+                changed = True
+                split += 1
+            if not changed:
+                continue
+            if not flat:  # an empty size list: ONNX's scalar shape, which the rules do not take; left as it was
+                continue
+            old = op.output_ports[0]
+            if len(flat) == 1:
+                new = flat[0]
+            else:
+                concat = g.add_op("Concat", g.unique_name(f"{op.name}_sizes"), attrs={"axis": 0},
+                                  inputs=[f"inputs_{i}" for i in range(len(flat))],
+                                  outputs=[("concat_result", f"tensor(int64)[{len(flat)}]")], sources=flat)
+                new = concat.output_ports[0]
+            g.replace_all_uses(old, new)
+            _remove_unread(g, op)
+    return split
+
+
+def _remove_unread(g: Graph, op: Any) -> None:
+    """Remove ``op`` and, in turn, the ops that fed only it (down to the graph's inputs)."""
+    work = [op]
+    while work:
+        cur = work.pop()
+        if cur.graph is not g or any(p.consumers for p in cur.output_ports) or cur.attrs.get("graph_input") \
+                or cur.control_outputs:
+            continue
+        feeders = [p.source.op for p in cur.input_ports if p.source is not None and p.source.op is not None]
+        g.remove_op(cur)
+        work.extend(feeders)
 
 
 def private_size_literals(graph: Graph) -> int:

@@ -137,9 +137,11 @@ def _resize_symmetric(graph: Any) -> str:
 
 
 def _size_literals(graph: Any) -> str:
-    from .onnx_sizes import private_size_literals
+    from .onnx_sizes import private_size_literals, split_shape_reads
 
-    return f"{private_size_literals(graph)} size literal(s) given to their size lists"
+    split = split_shape_reads(graph)
+    return f"{split} read(s) of several sizes split, {private_size_literals(graph)} size literal(s) given to " \
+           "their size lists"
 
 
 def _expand_functions(graph: Any) -> str:
@@ -182,9 +184,10 @@ def amanda_graph_passes() -> list[GraphPass]:
                       description="Resize-19 in half_pixel_symmetric linear or cubic mode read as the opset-18 op, "
                                   "whose onnx-to-torch rules compute that mode"),
             GraphPass(name="onnx-size-literals", tables=("onnx-to-torch",), run=_size_literals, before=True,
-                      description="each size list (a Concat read as the shape of Reshape or Expand) reads its own "
-                                  "copy of the one-element literals others read too, so that its sizes can become "
-                                  "torch's SymInts and ints"),
+                      description="each size list (a Concat read as the shape of Reshape or Expand) reads one "
+                                  "size per piece (a Shape or Slice of several split) and its own copy of the "
+                                  "one-element literals others read too, so that its sizes can become torch's "
+                                  "SymInts and ints"),
             GraphPass(name="onnx-control-to-torch", tables=("onnx-to-torch",), run=_control_to_torch, before=True,
                       description="ONNX If/Loop as prim::If/prim::Loop, outer values as captured inputs"),
             GraphPass(name="torch-onnx-fold", tables=("torch-to-onnx",), run=_fold,

@@ -57,11 +57,12 @@ def _same_as_onnxruntime(model: Any, module: Any, batches: tuple[int, ...] = (1,
     for n in batches:
         x = np.random.default_rng(n).standard_normal((n, 4, 6)).astype(np.float32)
         want = sess.run(None, {"x": x})
-        got = module(torch.from_numpy(x))
+        with torch.no_grad():
+            got = module(torch.from_numpy(x))
         if isinstance(got, torch.Tensor):
             got = [got]
         for w, g in zip(want, got):
-            np.testing.assert_array_equal(g.numpy(), w)
+            np.testing.assert_array_equal(g.detach().numpy(), w)
 
 
 @pytest.mark.parametrize("tail, allowzero, expand", [([2, -1], 0, False), ([4, 3, 2], 1, False),
@@ -192,3 +193,81 @@ def test_pad_and_flatten_beside_a_symbolic_batch(mode: str) -> None:
     program = torch.export.export(module, (torch.zeros(2, 4, 6),),
                                   dynamic_shapes=[{0: torch.export.Dim("batch", min=1, max=1024)}])
     _same_as_onnxruntime(model, program.module(), (1, 5))
+
+
+def _shape_slices_model() -> Any:
+    """x: [batch, 4, 6], as torch.onnx writes size lists: Slices of the whole Shape(x) (one size, or several),
+    and Shape(x) itself as an Expand's shape.
+    y = Reshape(x, Concat([-1], Shape(x)[-2:-1], Shape(x)[-1:]))             -> [batch, 4, 6]
+    t = Reshape(Transpose(x), Concat(Shape(x)[:-2], Shape(x)[-1:], Shape(x)[-2:-1]))  -> [batch, 6, 4]
+    e = Expand(c, Shape(x)) with c [1, 4, 6]                                    -> [batch, 4, 6]"""
+    big, small = 2**63 - 1, -(2**63)
+    nodes = [helper.make_node("Shape", ["x"], ["s"], start=0),
+             helper.make_node("Slice", ["s", "m2", "m1"], ["s_m2"]),
+             helper.make_node("Slice", ["s", "m1", "end"], ["s_m1"]),
+             helper.make_node("Slice", ["s", "begin", "m2"], ["s_lead"]),
+             helper.make_node("Concat", ["m1", "s_m2", "s_m1"], ["size_y"], axis=0),
+             helper.make_node("Reshape", ["x", "size_y"], ["y"]),
+             helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1]),
+             helper.make_node("Concat", ["s_lead", "s_m1", "s_m2"], ["size_t"], axis=0),
+             helper.make_node("Reshape", ["xt", "size_t"], ["t"]),
+             helper.make_node("Shape", ["x"], ["s_all"]),
+             helper.make_node("Expand", ["c", "s_all"], ["e"])]
+    inits = [_i64("m1", [-1]), _i64("m2", [-2]), _i64("end", [big]), _i64("begin", [small]),
+             numpy_helper.from_array(np.arange(24, dtype=np.float32).reshape(1, 4, 6), "c")]
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y", "t", "e")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4, 6])],
+                              outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_slices_of_the_whole_shape_are_split_into_one_size_each_and_the_module_traces() -> None:
+    """torch.onnx reads sizes as Slices of the whole Shape (``x.shape[-2:]``, ``x.shape[:-2]``) and Expands to a
+    whole Shape; the ``onnx-size-literals`` pass splits each read into one size per dimension (a literal where the
+    type knows it, a one-dimension Shape where not), so the sizes become SymInts and ints and torch.export traces
+    the module with the batch dynamic."""
+    import amanda_onnx
+    from amanda_torch.onnx_sizes import split_shape_reads
+
+    model = _shape_slices_model()
+    graph = amanda_onnx.load_model(model)
+    amanda_onnx.infer_types(graph)
+    assert split_shape_reads(graph) == 6  # the five slices of the two lists, and the Shape read by Expand
+    # the four known sizes of the lists and the Expand's two as literals, the batch as two one-dimension Shapes;
+    # the slices, the whole Shapes and the Slices' bounds gone (the [-1] the first list reads stays)
+    assert sorted(op.type for op in graph) == sorted(
+        ["Constant"] * 6 + ["Shape"] * 2 + ["Concat"] * 3 + ["Reshape", "Reshape", "Transpose", "Expand"]
+        + ["Initializer"] * 2)
+    assert all(op.attrs.get("end") == op.attrs.get("start", 0) + 1 for op in graph if op.type == "Shape")
+    module = _module(model)
+    assert "sym_size" in module.code and "_shape_as_tensor" not in module.code, module.code
+    _same_as_onnxruntime(model, module)
+    program = torch.export.export(module, (torch.zeros(2, 4, 6),),
+                                  dynamic_shapes=[{0: torch.export.Dim("batch", min=1, max=1024)}])
+    _same_as_onnxruntime(model, program.module())
+
+
+def test_torch_onnx_vit_with_a_dynamic_batch_comes_back_as_a_program_that_traces() -> None:
+    """The file torch.onnx.export(dynamo=True) writes for ViT with a dynamic batch (its attention reshapes read
+    ``x.shape[-2:]`` as Slices of the whole Shape) converts to a module torch.export traces with the batch dynamic,
+    which matches onnxruntime at batch 1 and 3."""
+    import warnings
+
+    module, args = models.vit()
+    batch = torch.export.Dim("batch", min=1, max=64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(module, args, dynamo=True, verbose=False, dynamic_shapes=({0: batch},))
+    model = program.model_proto
+    converted = _module(model)
+    exported = torch.export.export(converted, args, dynamic_shapes=[{0: batch}]).module()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for n in (1, 3):
+        x = np.random.default_rng(n).standard_normal((n, *args[0].shape[1:])).astype(np.float32)
+        want = sess.run(None, {sess.get_inputs()[0].name: x})
+        got = exported(torch.from_numpy(x))
+        got = [got] if isinstance(got, torch.Tensor) else list(got)
+        assert len(got) == len(want)
+        for w, g in zip(want, got):
+            w = np.asarray(w)
+            assert np.abs(g.detach().numpy() - w).max() <= 1e-4 * max(np.abs(w).max(), 1e-30)
