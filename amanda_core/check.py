@@ -83,7 +83,7 @@ class CheckReport:
                 "inputs": {k: shape for k, (_, shape) in self.inputs.items()},
                 "input_dtypes": {k: dt for k, (dt, _) in self.inputs.items()}, "given_inputs": self.given,
                 "outputs": [o.to_json() for o in self.outputs], "tolerance": self.tolerance, "match": self.ok,
-                "layouts": list(self.layouts)}
+                "layouts": list(self.layouts), "note": self.rounding_note()}
 
     def lines(self) -> list[str]:
         made = [k for k in self.inputs if k not in self.given]
@@ -99,7 +99,34 @@ class CheckReport:
         runners = self.reference_runner if self.reference_runner == self.candidate_runner else \
             f"{self.reference_runner} / {self.candidate_runner}"
         out.append(f"{'same outputs' if self.ok else 'outputs differ'} ({runners}, {self.tolerance})")
+        note = self.rounding_note()
+        if note:
+            out.append(f"  {note}")
         return out
+
+    def rounding_note(self) -> str | None:
+        """When every output that differs does so by no more than rounding in its element type reaches through a
+        deep network (relative to the output's largest value: float32 1e-4, float16 and bfloat16 1e-2, float64
+        1e-12), a line saying so and the ``--atol`` that would accept them; None otherwise (and for ``--exact``)."""
+        if self.ok or self.tolerance == "bit for bit":
+            return None
+        differing = [o for o in self.outputs if not o.match]
+        worst_rel = worst_abs = 0.0
+        for o in differing:
+            bound = _ROUNDING.get(o.dtype)
+            if o.problem is not None or bound is None or o.max_rel_diff is None or o.max_abs_diff is None \
+                    or o.max_rel_diff > bound:
+                return None
+            worst_rel, worst_abs = max(worst_rel, o.max_rel_diff), max(worst_abs, o.max_abs_diff)
+        atol = float(f"{worst_abs * 1.05:.2g}")
+        return (f"each difference is at most {worst_rel:.3g} of its output's largest value, within what rounding in "
+                f"these element types can grow to through a deep network; if that is expected here, --atol {atol:g} "
+                "accepts them")
+
+
+_ROUNDING = {"float32": 1e-4, "complex64": 1e-4, "float16": 1e-2, "bfloat16": 1e-2, "float64": 1e-12,
+             "complex128": 1e-12}
+"""The largest difference, relative to an output's largest value, that rounding is said to explain."""
 
 
 def runner_for(graph: Graph, what: str, reg: Any = None) -> Any:
