@@ -11,7 +11,8 @@ Writers also read several sizes at once: torch.onnx writes ``x.reshape(-1, *x.sh
 whole ``Shape(x)`` from -2 to -1 and one from -1 to the end, and ``x.shape[:-2]`` as one slice of several sizes.
 :func:`split_shape_reads` first splits each such read of a size list (a ``Shape`` of several dimensions, or a
 constant ``Slice`` of one) into one piece per dimension: the size as a literal where ``x``'s type knows it, else a
-``Shape`` of that one dimension, so that the list is of the form above.
+``Shape`` of that one dimension, so that the list is of the form above; a list two ops read (torch.onnx's
+``expand_as`` of two masks to one ``Shape``) becomes one list each.
 """
 
 from __future__ import annotations
@@ -121,7 +122,9 @@ def _one_dim_read(op: Any, dims: list[int], shape: list[Any]) -> bool:
 
 def split_shape_reads(graph: Graph) -> int:
     """Split each read of several sizes in a size list (``graph`` and the graphs in it), and each such read that is
-    itself the shape of Reshape or Expand, into one piece per dimension; returns how many reads were split."""
+    itself the shape of Reshape or Expand, into one piece per dimension; a list several ops read becomes one list
+    per reader (the rules take a list, and a one-dimension ``Shape`` in it, that one op reads).  Returns how many
+    reads were split."""
     split = 0
     for g in [graph, *(nested.graph for nested in graph.nested_graphs())]:
         for op in list(g):
@@ -133,30 +136,30 @@ def split_shape_reads(graph: Graph) -> int:
                 sources = [op.output_ports[0]]
             else:
                 continue
-            flat: list[Any] = []
-            changed = False
-            for src in sources:
-                read = _dims_read(src.op) if src is not None and src.op is not None else None
-                if read is None or _one_dim_read(src.op, read[1], read[2]):
-                    flat.append(src)
-                    continue
-                x, dims, shape = read
-                flat.extend(_pieces(g, src.op.name, x, dims, shape))
-                changed = True
-                split += 1
-            if not changed:
+            readers = list(op.output_ports[0].consumers)
+            reads = [_dims_read(src.op) if src is not None and src.op is not None else None for src in sources]
+            alone = len(readers) == 1
+            if alone and all(r is None or _one_dim_read(src.op, r[1], r[2]) for src, r in zip(sources, reads)):
                 continue
-            if not flat:  # an empty size list: ONNX's scalar shape, which the rules do not take; left as it was
-                continue
-            old = op.output_ports[0]
-            if len(flat) == 1:
-                new = flat[0]
-            else:
-                concat = g.add_op("Concat", g.unique_name(f"{op.name}_sizes"), attrs={"axis": 0},
-                                  inputs=[f"inputs_{i}" for i in range(len(flat))],
-                                  outputs=[("concat_result", f"tensor(int64)[{len(flat)}]")], sources=flat)
-                new = concat.output_ports[0]
-            g.replace_all_uses(old, new)
+            if any(r is not None and not r[1] for r in reads) and len(sources) == 1:
+                continue  # an empty size list: ONNX's scalar shape, which the rules do not take
+            for reader in readers:
+                flat: list[Any] = []
+                for src, read in zip(sources, reads):
+                    if read is None or (alone and _one_dim_read(src.op, read[1], read[2])):
+                        flat.append(src)
+                        continue
+                    x, dims, shape = read
+                    flat.extend(_pieces(g, src.op.name, x, dims, shape))
+                    split += 1
+                if len(flat) == 1 and op.type != "Concat":
+                    new = flat[0]
+                else:
+                    concat = g.add_op("Concat", g.unique_name(f"{op.name}_sizes"), attrs={"axis": 0},
+                                      inputs=[f"inputs_{i}" for i in range(len(flat))],
+                                      outputs=[("concat_result", f"tensor(int64)[{len(flat)}]")], sources=flat)
+                    new = concat.output_ports[0]
+                g.connect(new, reader, replace=True)
             _remove_unread(g, op)
     return split
 

@@ -247,27 +247,57 @@ def test_slices_of_the_whole_shape_are_split_into_one_size_each_and_the_module_t
     _same_as_onnxruntime(model, program.module())
 
 
-def test_torch_onnx_vit_with_a_dynamic_batch_comes_back_as_a_program_that_traces() -> None:
-    """The file torch.onnx.export(dynamo=True) writes for ViT with a dynamic batch (its attention reshapes read
-    ``x.shape[-2:]`` as Slices of the whole Shape) converts to a module torch.export traces with the batch dynamic,
-    which matches onnxruntime at batch 1 and 3."""
+@pytest.mark.parametrize("name", ["vit", "bert"])
+def test_torch_onnx_models_with_a_dynamic_batch_come_back_as_programs_that_trace(name: str) -> None:
+    """The files torch.onnx.export(dynamo=True) writes for ViT and BERT with a dynamic batch (attention reshapes
+    reading ``x.shape[-2:]`` as Slices of the whole Shape; BERT's mask unsqueezed at two axes and expanded, twice,
+    to one Shape) convert to modules torch.export traces with the batch dynamic, which match onnxruntime at batch 1
+    and 3."""
     import warnings
 
-    module, args = models.vit()
+    module, args = models.FACTORIES[name]()
     batch = torch.export.Dim("batch", min=1, max=64)
+    dynamic = tuple({0: batch} for _ in args)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        program = torch.onnx.export(module, args, dynamo=True, verbose=False, dynamic_shapes=({0: batch},))
-    model = program.model_proto
+        model = torch.onnx.export(module, args, dynamo=True, verbose=False, dynamic_shapes=dynamic).model_proto
     converted = _module(model)
-    exported = torch.export.export(converted, args, dynamic_shapes=[{0: batch}]).module()
+    assert "_shape_as_tensor" not in converted.code
+    exported = torch.export.export(converted, args, dynamic_shapes=list(dynamic)).module()
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     for n in (1, 3):
-        x = np.random.default_rng(n).standard_normal((n, *args[0].shape[1:])).astype(np.float32)
-        want = sess.run(None, {sess.get_inputs()[0].name: x})
-        got = exported(torch.from_numpy(x))
-        got = [got] if isinstance(got, torch.Tensor) else list(got)
+        feeds = [np.repeat(a.numpy()[:1], n, axis=0) for a in args]
+        if name == "vit":
+            feeds = [np.random.default_rng(n).standard_normal(feeds[0].shape).astype(np.float32)]
+        want = sess.run(None, {i.name: f for i, f in zip(sess.get_inputs(), feeds)})
+        with torch.no_grad():
+            got = exported(*[torch.from_numpy(f) for f in feeds])
+        got = [got] if isinstance(got, torch.Tensor) else list(got.values() if isinstance(got, dict) else got)
         assert len(got) == len(want)
         for w, g in zip(want, got):
             w = np.asarray(w)
             assert np.abs(g.detach().numpy() - w).max() <= 1e-4 * max(np.abs(w).max(), 1e-30)
+
+
+def test_two_constant_axes_of_unsqueeze_over_a_dynamic_size_are_two_unsqueezes() -> None:
+    """Unsqueeze by constant axes [1, -1] of a [batch] tensor (output [batch, 1, 1], the batch unknown):
+    two ``aten::unsqueeze`` with the axes made non-negative, not dims read from a tensor."""
+    nodes = [helper.make_node("Shape", ["x"], ["b"], start=0, end=1),
+             helper.make_node("Squeeze", ["b"], ["b0"]),
+             helper.make_node("Range", ["zero", "b0", "one"], ["ids"]),
+             helper.make_node("Unsqueeze", ["ids", "axes"], ["u"]),
+             helper.make_node("Cast", ["u"], ["uf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["x", "uf"], ["y"])]
+    inits = [numpy_helper.from_array(np.array(0, np.int64), "zero"), numpy_helper.from_array(np.array(1, np.int64),
+                                                                                           "one"),
+             _i64("axes", [1, -1])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    module = _module(model)
+    code = module.code.replace("\n", " ")
+    assert code.count("torch.ops.aten.unsqueeze.default") == 2 and ", 1)" in code and ", 2)" in code, module.code
+    _same_as_onnxruntime(model, module)
+    program = torch.export.export(module, (torch.zeros(2, 4, 6),),
+                                  dynamic_shapes=[{0: torch.export.Dim("batch", min=1, max=1024)}])
+    _same_as_onnxruntime(model, program.module())
