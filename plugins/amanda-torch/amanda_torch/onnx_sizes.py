@@ -137,6 +137,9 @@ def split_shape_reads(graph: Graph) -> int:
             else:
                 continue
             readers = list(op.output_ports[0].consumers)
+            # the list's values are the same, so its type is too (a piece kept as it was may hold several sizes);
+            # an untyped list stays untyped
+            list_type = op.output_ports[0].dtype
             reads = [_dims_read(src.op) if src is not None and src.op is not None else None for src in sources]
             alone = len(readers) == 1
             if alone and all(r is None or _one_dim_read(src.op, r[1], r[2]) for src, r in zip(sources, reads)):
@@ -157,7 +160,7 @@ def split_shape_reads(graph: Graph) -> int:
                 else:
                     concat = g.add_op("Concat", g.unique_name(f"{op.name}_sizes"), attrs={"axis": 0},
                                       inputs=[f"inputs_{i}" for i in range(len(flat))],
-                                      outputs=[("concat_result", f"tensor(int64)[{len(flat)}]")], sources=flat)
+                                      outputs=[("concat_result", list_type)], sources=flat)
                     new = concat.output_ports[0]
                 g.connect(new, reader, replace=True)
             _remove_unread(g, op)

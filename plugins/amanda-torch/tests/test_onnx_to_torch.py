@@ -56,6 +56,7 @@ CONVERTS = [
     # composite ops and their expansions into other ops
     "test_nllloss_NCd1d2_with_weight_reduction_mean", "test_nllloss_NC_expanded", "test_depthtospace_example",
     "test_hardmax_axis_1", "test_einsum_batch_matmul", "test_layer_normalization_4d_axis1",
+    "test_layer_normalization_3d_axis1_epsilon_expanded", "test_layer_normalization_4d_axis_negative_2_expanded",
     # equal values in increasing index order (torch's topk orders ties otherwise), K at run time
     "test_top_k_same_values", "test_top_k_smallest", "test_maxpool_2d_same_upper", "test_l2normalization_axis_0",
     "test_resize_downsample_scales_linear", "test_resize_upsample_sizes_cubic",
