@@ -144,7 +144,7 @@ def split_shape_reads(graph: Graph) -> int:
             alone = len(readers) == 1
             if alone and all(r is None or _one_dim_read(src.op, r[1], r[2]) for src, r in zip(sources, reads)):
                 continue
-            if any(r is not None and not r[1] for r in reads) and len(sources) == 1:
+            if all(r is not None and not r[1] for r in reads):
                 continue  # an empty size list: ONNX's scalar shape, which the rules do not take
             for reader in readers:
                 flat: list[Any] = []
