@@ -200,7 +200,8 @@ def _shape_slices_model() -> Any:
     and Shape(x) itself as an Expand's shape.
     y = Reshape(x, Concat([-1], Shape(x)[-2:-1], Shape(x)[-1:]))             -> [batch, 4, 6]
     t = Reshape(Transpose(x), Concat(Shape(x)[:-2], Shape(x)[-1:], Shape(x)[-2:-1]))  -> [batch, 6, 4]
-    e = Expand(c, Shape(x)) with c [1, 4, 6]                                    -> [batch, 4, 6]"""
+    e = Expand(c, Shape(x)) with c [1, 4, 6]                                    -> [batch, 4, 6]
+    e2 = Expand(c2, Shape(x)), the same Shape, with c2 [1, 1, 6]                -> [batch, 4, 6]"""
     big, small = 2**63 - 1, -(2**63)
     nodes = [helper.make_node("Shape", ["x"], ["s"], start=0),
              helper.make_node("Slice", ["s", "m2", "m1"], ["s_m2"]),
@@ -212,10 +213,12 @@ def _shape_slices_model() -> Any:
              helper.make_node("Concat", ["s_lead", "s_m1", "s_m2"], ["size_t"], axis=0),
              helper.make_node("Reshape", ["xt", "size_t"], ["t"]),
              helper.make_node("Shape", ["x"], ["s_all"]),
-             helper.make_node("Expand", ["c", "s_all"], ["e"])]
+             helper.make_node("Expand", ["c", "s_all"], ["e"]),
+             helper.make_node("Expand", ["c2", "s_all"], ["e2"])]
     inits = [_i64("m1", [-1]), _i64("m2", [-2]), _i64("end", [big]), _i64("begin", [small]),
-             numpy_helper.from_array(np.arange(24, dtype=np.float32).reshape(1, 4, 6), "c")]
-    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y", "t", "e")]
+             numpy_helper.from_array(np.arange(24, dtype=np.float32).reshape(1, 4, 6), "c"),
+             numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(1, 1, 6), "c2")]
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y", "t", "e", "e2")]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4, 6])],
                               outputs, inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
@@ -232,12 +235,13 @@ def test_slices_of_the_whole_shape_are_split_into_one_size_each_and_the_module_t
     model = _shape_slices_model()
     graph = amanda_onnx.load_model(model)
     amanda_onnx.infer_types(graph)
-    assert split_shape_reads(graph) == 6  # the five slices of the two lists, and the Shape read by Expand
-    # the four known sizes of the lists and the Expand's two as literals, the batch as two one-dimension Shapes;
-    # the slices, the whole Shapes and the Slices' bounds gone (the [-1] the first list reads stays)
+    # the five slices of the two lists, and the Shape the two Expands read, once for each
+    assert split_shape_reads(graph) == 7
+    # the four known sizes of the lists and each Expand's two as literals, the batch as three one-dimension Shapes
+    # (one per list); the slices, the whole Shapes and the Slices' bounds gone (the [-1] the first list reads stays)
     assert sorted(op.type for op in graph) == sorted(
-        ["Constant"] * 6 + ["Shape"] * 2 + ["Concat"] * 3 + ["Reshape", "Reshape", "Transpose", "Expand"]
-        + ["Initializer"] * 2)
+        ["Constant"] * 8 + ["Shape"] * 3 + ["Concat"] * 4 + ["Reshape", "Reshape", "Transpose", "Expand", "Expand"]
+        + ["Initializer"] * 3)
     assert all(op.attrs.get("end") == op.attrs.get("start", 0) + 1 for op in graph if op.type == "Shape")
     module = _module(model)
     assert "sym_size" in module.code and "_shape_as_tensor" not in module.code, module.code
@@ -255,6 +259,8 @@ def test_torch_onnx_models_with_a_dynamic_batch_come_back_as_programs_that_trace
     and 3."""
     import warnings
 
+    pytest.importorskip("onnxscript", reason="torch.onnx.export(dynamo=True) needs onnxscript: "
+                                             "bash scripts/setup-bench.sh installs it")
     module, args = models.FACTORIES[name]()
     batch = torch.export.Dim("batch", min=1, max=64)
     dynamic = tuple({0: batch} for _ in args)
