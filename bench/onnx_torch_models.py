@@ -175,7 +175,8 @@ def _amanda_floor(path: str, repeat: int, graph_of: Callable[[str], Any], lower:
     * ``build``: the converted graph made again op by op through the IR's API (ops with their attributes, ports
       with their types, edges), nothing matched;
     * ``expressions``: the time inside ``Expression.evaluate`` for the conditions and arguments of the matches
-      that are rewritten (an instrumented conversion; the expressions of candidates that fail are apart, in
+      that are rewritten (an instrumented conversion, timed by ``perf_counter`` inside the calls: the process runs
+      one thread, so that is its CPU time; the expressions of candidates that fail are apart, in
       ``expressions_failed``, and not in the floor);
     * ``tensors``: the weights installed in a module tree under their FQNs (Amanda's own shortest path,
       ``install_tensor``, which stores what the public calls would after their checks);
