@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 
 from amanda_core import Graph
-from amanda_core.mapping.attrconv import onnx_constant_value, onnx_int_literal
+from amanda_core.mapping.attrconv import onnx_int_literal
 from amanda_core.matching.views import OpView
 
-from .onnx_passes import _tensor_type
+from .onnx_passes import _const, _tensor_type
 
 _SIZE_READERS = ("Reshape", "Expand")
 
@@ -45,28 +45,19 @@ def _is_size_list(op: Any) -> bool:
     return _read_as_sizes(op.output_ports[0])
 
 
-_INT64_MAX = 2**63 - 1
-
-
 def _ints(port: Any) -> list[int] | None:
-    """The ints of a constant of int32/int64 elements of at most one dimension feeding ``port`` (None otherwise)."""
-    src = port.source if port is not None else None
-    op = src.op if src is not None else None
-    if op is None or op.type not in ("Constant", "Initializer"):
+    """The ints of an integer constant of at most one dimension feeding ``port`` (None otherwise)."""
+    value = _const(port) if port is not None else None
+    if value is None or value.dtype.kind not in "iu" or value.ndim > 1:
         return None
-    value = onnx_constant_value(op.attrs) if op.type == "Constant" else op.attrs.get("value")
-    if value is None:
-        return None
-    arr = np.asarray(value)
-    if arr.dtype not in (np.int64, np.int32) or arr.ndim > 1:
-        return None
-    return [int(v) for v in arr.reshape(-1)]
+    return [int(v) for v in value.reshape(-1)]
 
 
 def _dims_read(op: Any) -> tuple[Any, list[int], list[Any]] | None:
     """For a ``Shape`` op, or a ``Slice`` by constants (one axis, step 1) of one: the port whose shape is read,
-    the dimensions read (in order) and that port's shape (ints where known); None for anything else."""
-    shape_op, lo, hi = op, 0, None
+    the dimensions read (in order) and that port's shape (ints where known); None for anything else.  ONNX's
+    bounds of both (negative from the end, clamped to the length) are Python's slice bounds."""
+    shape_op, lo, hi = op, None, None
     if op.type == "Slice":
         ports = op.input_ports
         data = ports.get("data")
@@ -85,20 +76,8 @@ def _dims_read(op: Any) -> tuple[Any, list[int], list[Any]] | None:
     if t is None or t[1] is None:
         return None
     shape = [d if isinstance(d, int) and d >= 0 else None for d in t[1]]
-    rank = len(shape)
-
-    def clamp(v: int, n: int) -> int:
-        return min(max(v + n if v < 0 else v, 0), n)
-
-    start = shape_op.attrs.get("start")
-    end = shape_op.attrs.get("end")
-    first = clamp(0 if start is None else int(start), rank)
-    last = clamp(rank if end is None else int(end), rank)
-    dims = list(range(first, max(first, last)))
-    n = len(dims)
-    a = clamp(lo, n)
-    b = clamp(n if hi is None or hi >= _INT64_MAX else hi, n)
-    return x, dims[a:b], shape
+    dims = list(range(len(shape)))[shape_op.attrs.get("start"):shape_op.attrs.get("end")]
+    return x, dims[lo:hi], shape
 
 
 def _pieces(g: Graph, base: str, x: Any, dims: list[int], shape: list[Any]) -> list[Any]:
@@ -116,7 +95,8 @@ def _pieces(g: Graph, base: str, x: Any, dims: list[int], shape: list[Any]) -> l
 
 
 def _one_dim_read(op: Any, dims: list[int], shape: list[Any]) -> bool:
-    """``op`` already reads one unknown size alone (a one-dimension ``Shape`` the rules take as it is)."""
+    """``op`` already reads one unknown size alone (a typed one-dimension ``Shape`` the rules take as it is; an
+    untyped one is replaced by a typed copy)."""
     return op.type == "Shape" and len(dims) == 1 and shape[dims[0]] is None and op.output_ports[0].dtype is not None
 
 
