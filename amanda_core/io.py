@@ -330,9 +330,14 @@ def _one_line(e: BaseException) -> str:
 
 
 def _is_folder_path(path: str) -> bool:
-    """``path`` names a folder: it ends in ``/``, is one, or is new and has no extension (``-o saved_model``, as
-    TensorFlow's own ``save`` takes it)."""
-    return path.endswith(("/", os.sep)) or os.path.isdir(path) or (_ext(path) == "" and not os.path.lexists(path))
+    """``path`` names a folder: it ends in ``/``, is one, or is a new folder (:func:`_names_new_folder`)."""
+    return path.endswith(("/", os.sep)) or os.path.isdir(path) or _names_new_folder(path)
+
+
+def _names_new_folder(path: str) -> bool:
+    """``path`` is new and has no extension, and so names a folder (``-o saved_model``, as TensorFlow's own
+    ``save`` takes it)."""
+    return not path.endswith(("/", os.sep)) and _ext(path) == "" and not os.path.lexists(path)
 
 
 def _exporters_for(path: str, reg: Any) -> list[Exporter]:
@@ -357,8 +362,8 @@ def check_output_path(path: str, reg: Any = None) -> None:
                               "is replaced")
         return
     if _is_folder_path(path):
-        what = ("is a folder" if os.path.isdir(path) else "names a folder (it ends in /)"
-                if path.endswith(("/", os.sep)) else "names a new folder (it has no extension)")
+        what = "is a folder" if os.path.isdir(path) else \
+            "names a new folder (it has no extension)" if _names_new_folder(path) else "names a folder (it ends in /)"
         raise AmandaError(f"{path}: {what}, and no installed exporter writes folders; give a file name "
                           f"(e.g. {os.path.join(path.rstrip('/' + os.sep), 'model.onnx')}); exporters: "
                           f"{describe_exporters(reg)}")
@@ -399,9 +404,8 @@ def save_model(graph: Graph, path: str | os.PathLike[str]) -> list[str]:
             if isinstance(written, (list, tuple)) and written and all(isinstance(w, str) for w in written):
                 return list(written)
             return [path]
-    kind = "folders" if _is_folder_path(path) else f"{_ext(path)} files"
-    if kind == "folders" and _ext(path) == "" and not path.endswith(("/", os.sep)) and not os.path.isdir(path):
-        kind = "folders (a new path without an extension names one)"
+    kind = "folders (a new path without an extension names one)" if _names_new_folder(path) else \
+        "folders" if _is_folder_path(path) else f"{_ext(path)} files"
     names = ", ".join(f"{e.name} writes {e.namespace}" for e in candidates)
     fits = sorted({x for e, _ in reg.exporters if ns and e.handles_namespace(ns) for x in e.extensions if x != "/"})
     pick = f"name a {' or '.join(fits)} file" if fits else "pick an output format for its namespace"

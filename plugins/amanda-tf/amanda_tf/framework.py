@@ -13,6 +13,8 @@ from __future__ import annotations
 
 __all__ = [
     "DISTRIBUTIONS",
+    "filter_start_up_lines",
+    "install_quiet_import",
     "quiet_start_up_lines",
     "INSTALL_HINT",
     "TensorFlowMissingError",
