@@ -1,9 +1,7 @@
 """The ``amanda-tf`` plugin: what it registers with Amanda.
 
 Importing this module (which the plugin manager does through the entry point ``amanda-tf``) never imports
-TensorFlow; importing, exporting or running a model does.  It does arrange that the first ``import tensorflow``
-keeps the lines TensorFlow prints while loading to what ``TF_CPP_MIN_LOG_LEVEL`` allows
-(:func:`amanda_tf.framework.install_quiet_import`).
+TensorFlow; importing, exporting or running a model does.
 """
 
 from __future__ import annotations
@@ -21,11 +19,8 @@ from amanda_core.namespace.registry import NamespaceProvider
 from amanda_core.namespace.types import TypeSystem
 from amanda_core.plugin import lazy
 
-from .framework import install_quiet_import
 from .namespace import TensorFlowNamespaces
 from .types import TFTypeSystem
-
-install_quiet_import()  # the first `import tensorflow` honours TF_CPP_MIN_LOG_LEVEL (amanda sets 2)
 
 FAMILY = "amanda/tensorflow"
 TABLES = Path(__file__).resolve().parent / "tables"

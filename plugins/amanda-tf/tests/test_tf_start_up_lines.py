@@ -1,5 +1,6 @@
 """TensorFlow 2.20+ prints absl's notice and ``I`` lines (oneDNN, CPU features) while loading, before its logging
-reads ``TF_CPP_MIN_LOG_LEVEL``; with the plugin loaded, the first ``import tensorflow`` honours the variable."""
+reads ``TF_CPP_MIN_LOG_LEVEL``; once any module of amanda_tf is imported, the first ``import tensorflow`` honours
+the variable."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def _import_tensorflow(level: str | None) -> str:
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     if level is not None:
         env["TF_CPP_MIN_LOG_LEVEL"] = level
-    code = ("import os, amanda_tf.plugin\n"
+    code = ("import os, amanda_tf.dtypes\n"  # any module of the package: `check` reads a cached registry
             "os.write(2, b'before\\n')\n"
             "import tensorflow\n"
             "os.write(2, b'after\\n')\n")
